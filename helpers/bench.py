@@ -1,0 +1,373 @@
+"""Check, then time: every kernel is compared with a float64 reference before it is timed.
+
+A notebook opens a `Session`; `session.measure(...)` builds the kernel, validates the inputs
+against its buffers, runs it on inputs poisoned with NaN, prints the relative error, then
+times it (warm-up, repeats, median). Without a GPU the same call returns the measurement
+recorded on a GPU, labelled as recorded, or says plainly that there is none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+
+import numpy as np
+import tvm
+
+from . import env, kernels, records
+
+
+class WrongResult(AssertionError):
+    """A kernel's output differs from the reference by more than the tolerance."""
+
+
+@dataclasses.dataclass
+class Measurement:
+    """One kernel's result: time, rate and error, and where it came from."""
+
+    name: str
+    ms: float | None
+    rel_err: float | None = None
+    flops: float | None = None
+    bytes: float | None = None
+    source: str = "live"  # "live", "recorded" or "missing"
+    gpu: str = ""
+    date: str = ""
+    tvm: str = ""
+    notebook: str = ""
+    shape: list | None = None
+    dtype: str | None = None
+    params: dict | None = None
+    command: str | None = None
+
+    @property
+    def tflops(self) -> float | None:
+        return self.flops / (self.ms * 1e-3) / 1e12 if self.flops and self.ms else None
+
+    @property
+    def gbps(self) -> float | None:
+        return self.bytes / (self.ms * 1e-3) / 1e9 if self.bytes and self.ms else None
+
+    @property
+    def intensity(self) -> float | None:
+        """Arithmetic intensity: FLOP per byte of (minimal) DRAM traffic."""
+        return self.flops / self.bytes if self.flops and self.bytes else None
+
+    @property
+    def ok(self) -> bool:
+        return self.source != "missing"
+
+    def rate(self) -> str:
+        parts = []
+        if self.tflops is not None:
+            parts.append(f"{self.tflops:,.2f} TFLOP/s")
+        if self.gbps is not None and (self.tflops is None or self.gbps > 1):
+            parts.append(f"{self.gbps:,.0f} GB/s")
+        return ", ".join(parts)
+
+    def label(self) -> str:
+        if self.source == "live":
+            return f"live on {self.gpu}"
+        return f"recorded on {self.gpu}, {self.date}, TVM {self.tvm}"
+
+    def __str__(self) -> str:
+        if self.source == "missing":
+            return f"{self.name}: no recorded result on {self.gpu} (run it on a GPU to see it)"
+        err = f", rel. error {self.rel_err:.1e}" if self.rel_err is not None else ""
+        rate = self.rate()
+        return f"{self.name}: {self.ms:.4f} ms{', ' + rate if rate else ''}{err}  [{self.label()}]"
+
+    def to_record(self) -> dict:
+        d = dataclasses.asdict(self)
+        d.pop("source")
+        return d
+
+    @classmethod
+    def from_record(cls, entry: dict) -> "Measurement":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in entry.items() if k in fields}, source="recorded")
+
+
+# ---------------------------------------------------------------- arguments
+
+
+def _params(kernel) -> list | None:
+    if isinstance(kernel, tvm.runtime.Executable):
+        return None
+    mod = kernels._module(kernel)
+    return list(mod["main"].params)
+
+
+def check_args(kernel, args) -> None:
+    """Compare each array with the PrimFunc's buffer: count, shape, dtype, device."""
+    params = _params(kernel)
+    if params is not None and len(args) != len(params):
+        raise ValueError(f"the kernel takes {len(params)} arrays ({', '.join(p.name for p in params)}), got {len(args)}")
+    for i, a in enumerate(args):
+        name = params[i].name if params else f"argument {i}"
+        if isinstance(a, tvm.runtime.Tensor):
+            if a.device.dlpack_device_type() != tvm.cuda(0).dlpack_device_type():
+                raise ValueError(f"array {name} is on {a.device}, not the GPU: make it with "
+                                 "tvm.runtime.tensor(x, tvm.cuda(0))")
+            shape, dtype = tuple(a.shape), str(a.dtype)
+        elif isinstance(a, np.ndarray):
+            shape, dtype = a.shape, str(a.dtype)
+        else:
+            raise TypeError(f"array {name} is a {type(a).__name__}; pass a NumPy array or a tvm.runtime.Tensor")
+        if params is None:
+            continue
+        want_shape = tuple(int(s) for s in params[i].shape)
+        if shape != want_shape:
+            raise ValueError(f"array {name} has shape {shape}, but the kernel's buffer {name} is {want_shape}")
+        if dtype != str(params[i].dtype):
+            raise ValueError(f"array {name} has dtype {dtype}, but the kernel's buffer {name} is {params[i].dtype}")
+
+
+def _to_device(args, dev, poison_index=None):
+    out = []
+    for i, a in enumerate(args):
+        if isinstance(a, tvm.runtime.Tensor):
+            out.append(a)
+            continue
+        host = a
+        if i == poison_index:  # never test on leftovers: an unwritten element must show up
+            host = np.full_like(a, np.nan) if np.issubdtype(a.dtype, np.floating) else np.full_like(a, -7)
+        out.append(tvm.runtime.tensor(host, dev))
+    return out
+
+
+def relative_error(actual, expected) -> float:
+    """||actual - expected|| / ||expected|| in float64; NaN anywhere makes it NaN (a failure)."""
+    a = np.asarray(actual, dtype=np.float64)
+    e = np.asarray(expected, dtype=np.float64)
+    if a.shape != e.shape:
+        raise ValueError(f"output shape {a.shape} differs from the reference's {e.shape}")
+    denom = np.linalg.norm(e)
+    return float(np.linalg.norm(a - e) / (denom if denom else 1.0))
+
+
+def run(kernel, args, target=None, out: int = -1):
+    """Build (if needed), check the arguments, run once on the GPU; return the output as NumPy."""
+    check_args(kernel, args)
+    dev = env.device()
+    ex = kernels.build(kernel, target)
+    dev_args = _to_device(args, dev, poison_index=out % len(args))
+    ex.mod["main"](*dev_args)
+    dev.sync()
+    return dev_args[out].numpy()
+
+
+def time_function(f, dev, args, repeat: int = 20, warmup: int = 2, min_repeat_ms: float = 20.0) -> list[float]:
+    """Milliseconds per call for each of `repeat` timed rounds, after `warmup` untimed calls.
+
+    TVM's time_evaluator times on the device; `min_repeat_ms` makes each round long enough
+    that launch jitter averages out.
+    """
+    if not isinstance(repeat, int) or repeat <= 0:
+        raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup!r}")
+    for _ in range(warmup):
+        f(*args)
+    dev.sync()
+    evaluator = f.time_evaluator if hasattr(f, "time_evaluator") else None
+    if evaluator is None:
+        raise TypeError("expected a TVM function or module with time_evaluator")
+    res = evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)(*args)
+    return [r * 1e3 for r in res.results]
+
+
+# ---------------------------------------------------------------- the session
+
+
+class Session:
+    """One notebook's measurements: live on a GPU, recorded otherwise."""
+
+    def __init__(self, notebook: str, quiet: bool = False):
+        self.notebook = notebook
+        self.live = env.gpu_available()
+        self.results: list[Measurement] = []
+        rec_device = records.recorded_device()
+        if self.live:
+            self.spec = env.local_gpu_spec()
+        elif rec_device:
+            self.spec = env.GpuSpec(**rec_device)
+        else:
+            self.spec = None
+        self.target = env.make_target()
+        self._recorded_meta = self._first_record()
+        if not quiet:
+            print(env.banner_line(self.spec if self.live else None, self._recorded_meta))
+
+    def _first_record(self) -> dict | None:
+        data = records.load(records.results_path(self.notebook))
+        if not data or not data["measurements"]:
+            return None
+        first = next(iter(data["measurements"].values()))
+        return {"gpu": data["gpu"], "date": first.get("date", "?"), "tvm": first.get("tvm", "?")}
+
+    # -- live or recorded
+
+    def _recorded(self, name: str) -> Measurement:
+        entry = records.recorded(self.notebook, name)
+        if entry is None:
+            gpu = self.spec.name if self.spec else records.recorded_gpu()
+            m = Measurement(name=name, ms=None, source="missing", gpu=gpu, notebook=self.notebook)
+        else:
+            m = Measurement.from_record(entry)
+        self.results.append(m)
+        return m
+
+    def _finish(self, m: Measurement) -> Measurement:
+        if records.recording_enabled():
+            m.command = os.environ.get("COURSE_RECORD_COMMAND")
+            records.save_measurement(self.notebook, m.to_record(), self.spec.to_dict())
+        self.results.append(m)
+        return m
+
+    def _new(self, name, ms, **kw) -> Measurement:
+        return Measurement(name=name, ms=ms, source="live", gpu=self.spec.name, date=env.today(),
+                           tvm=tvm.__version__, notebook=self.notebook, **kw)
+
+    def measure(self, name: str, kernel, args, expected=None, *, flops=None, bytes=None,
+                tol: float = 1e-5, repeat: int = 20, out: int = -1, params: dict | None = None,
+                quiet: bool = False) -> Measurement:
+        """Build, check against `expected` (if given), time; or show the recorded result.
+
+        `args` are NumPy arrays for every buffer of the kernel in order, outputs included (an
+        output's contents are ignored: it is poisoned with NaN before the checked run).
+        """
+        if not isinstance(repeat, int) or repeat <= 0:
+            raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+        check_args(kernel, args)
+        shape = [list(a.shape) for a in args]
+        dtype = str(args[0].dtype)
+        if not self.live:
+            kernels.build(kernel, env.listing_target())  # prove it still builds
+            m = self._recorded(name)
+        else:
+            dev = env.device()
+            ex = kernels.build(kernel, self.target)
+            dev_args = _to_device(args, dev, poison_index=out % len(args))
+            ex.mod["main"](*dev_args)
+            dev.sync()
+            err = None
+            if expected is not None:
+                err = relative_error(dev_args[out].numpy(), expected)
+                if not err <= tol:
+                    raise WrongResult(f"{name}: relative error {err:.3e} exceeds the tolerance {tol:.0e}: "
+                                      "the kernel is wrong, so it is not timed")
+            times = time_function(ex.mod, dev, dev_args, repeat=repeat)
+            m = self._finish(self._new(name, statistics.median(times), rel_err=err, flops=flops, bytes=bytes,
+                                       shape=shape, dtype=dtype, params=params))
+        if not quiet:
+            print(m)
+        return m
+
+    def cublas_matmul(self, M: int, N: int, K: int, dtype: str = "float32", *, transpose_b: bool = False,
+                      repeat: int = 20, name: str | None = None, quiet: bool = False) -> Measurement:
+        """cuBLAS on the same problem, through torch (or cupy), TF32 off; recorded without a GPU."""
+        name = name or f"cuBLAS {dtype} {M}x{N}x{K}"
+        if not self.live:
+            m = self._recorded(name)
+        else:
+            ms = cublas_time(M, N, K, dtype, transpose_b=transpose_b, repeat=repeat)
+            if ms is None:
+                m = Measurement(name=name, ms=None, source="missing", gpu=self.spec.name, notebook=self.notebook)
+                print(f"{name}: neither torch nor cupy is installed, so there is no cuBLAS baseline")
+                return m
+            m = self._finish(self._new(name, ms, flops=2.0 * M * N * K,
+                                       bytes=float((M * K + K * N + M * N) * np.dtype(dtype).itemsize),
+                                       shape=[M, N, K], dtype=dtype, params={"transpose_b": transpose_b}))
+        if not quiet:
+            print(m)
+        return m
+
+    def record(self, name: str, ms: float, **kw) -> Measurement:
+        """Keep a live number measured by other means (e.g. torch) beside the kernels'."""
+        if not self.live:
+            return self._recorded(name)
+        return self._finish(self._new(name, ms, **kw))
+
+    def recorded_or_live(self, name: str) -> Measurement | None:
+        """The measurement of this name taken in this session, else the recorded one."""
+        for m in reversed(self.results):
+            if m.name == name:
+                return m
+        entry = records.recorded(self.notebook, name)
+        return Measurement.from_record(entry) if entry else None
+
+
+def start(notebook: str) -> Session:
+    """Open a notebook's session and print its banner line."""
+    return Session(notebook)
+
+
+# ---------------------------------------------------------------- baselines
+
+
+def cublas_time(M, N, K, dtype="float32", transpose_b=False, repeat=20, warmup=3) -> float | None:
+    """Median ms of one cuBLAS matmul (torch, else cupy), TF32 and reduced-precision sums off."""
+    if repeat <= 0:
+        raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+    try:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+        dt = getattr(torch, dtype)
+        a = torch.randn(M, K, device="cuda", dtype=dt)
+        b = torch.randn(N, K, device="cuda", dtype=dt).t() if transpose_b else torch.randn(K, N, device="cuda", dtype=dt)
+        c = torch.empty(M, N, device="cuda", dtype=dt)
+
+        def call():
+            torch.matmul(a, b, out=c)
+
+        Event, sync = torch.cuda.Event, torch.cuda.synchronize
+    except ImportError:
+        try:
+            import cupy
+        except ImportError:
+            return None
+        a = cupy.random.randn(M, K).astype(dtype)
+        b = cupy.random.randn(N, K).astype(dtype).T if transpose_b else cupy.random.randn(K, N).astype(dtype)
+        c = cupy.empty((M, N), dtype=dtype)
+
+        def call():
+            cupy.matmul(a, b, out=c)
+
+        Event, sync = (lambda **_: cupy.cuda.Event()), cupy.cuda.Device().synchronize
+    return event_median_ms(call, Event, sync, repeat, warmup)
+
+
+def event_median_ms(call, Event, sync, repeat: int, warmup: int) -> float:
+    """Median of device-event timings of `call`, each timing long enough (>= 10 ms) to trust."""
+    for _ in range(warmup):
+        call()
+    sync()
+    start, end = Event(enable_timing=True), Event(enable_timing=True)
+    start.record()
+    call()
+    end.record()
+    sync()
+    one = max(_elapsed(start, end), 1e-3)
+    inner = max(1, int(10.0 / one))
+    times = []
+    for _ in range(repeat):
+        start.record()
+        for _ in range(inner):
+            call()
+        end.record()
+        sync()
+        times.append(_elapsed(start, end) / inner)
+    return statistics.median(times)
+
+
+def _elapsed(start, end) -> float:
+    if hasattr(start, "elapsed_time"):
+        return start.elapsed_time(end)
+    import cupy
+
+    return cupy.cuda.get_elapsed_time(start, end)
+

@@ -1,0 +1,245 @@
+"""The environment: is there a GPU, which target to build for, and what this GPU can do.
+
+Peaks are computed from the device's own attributes (SM count, clock, compute capability)
+times per-architecture constants, so a student sees *their* GPU's numbers, not a datasheet's.
+Without a GPU the course shows the GPU its results were recorded on (its attributes are kept
+in the records), and builds for `DEFAULT_ARCH`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import platform
+
+import tvm
+
+#: The arch we build for when there is no GPU. The course's results were recorded on an H100
+#: (sm_90), so without a GPU the generated CUDA is the code that ran there.
+DEFAULT_ARCH = "sm_90"
+
+# Per compute capability: fp32 FMA lanes per SM, dense fp16 tensor-core FLOP per SM per clock
+# (fp16 inputs, fp32 accumulation, at the full rate of the data-centre parts; GeForce cards run
+# fp32 accumulation at half this), most resident threads, blocks and shared memory per SM.
+_ARCH = {
+    "7.0": dict(fp32_lanes=64, tc_flops=1024, threads=2048, blocks=32, smem=96 * 1024),
+    "7.5": dict(fp32_lanes=64, tc_flops=1024, threads=1024, blocks=16, smem=64 * 1024),
+    "8.0": dict(fp32_lanes=64, tc_flops=2048, threads=2048, blocks=32, smem=164 * 1024),
+    "8.6": dict(fp32_lanes=128, tc_flops=1024, threads=1536, blocks=16, smem=100 * 1024),
+    "8.7": dict(fp32_lanes=128, tc_flops=1024, threads=1536, blocks=16, smem=164 * 1024),
+    "8.9": dict(fp32_lanes=128, tc_flops=1024, threads=1536, blocks=24, smem=100 * 1024),
+    "9.0": dict(fp32_lanes=128, tc_flops=4096, threads=2048, blocks=32, smem=228 * 1024),
+    "6.0": dict(fp32_lanes=64, tc_flops=0, threads=2048, blocks=32, smem=64 * 1024),
+    "6.1": dict(fp32_lanes=128, tc_flops=0, threads=2048, blocks=32, smem=96 * 1024),
+}
+
+# DRAM bandwidth in GB/s by device name, used only when the driver cannot tell us the memory
+# clock and bus width (no cuda-bindings or cupy installed).
+_DRAM_GBPS = {
+    "H200": 4800, "H100 80GB HBM3": 3352, "H100 PCIe": 2039, "H100 NVL": 3900,
+    "A100-SXM4-80GB": 2039, "A100-SXM4-40GB": 1555, "A100-PCIE-40GB": 1555, "A100 80GB PCIe": 1935,
+    "L4": 300, "T4": 320, "V100": 900, "A10G": 600, "A10": 600, "RTX A6000": 768,
+    "RTX 4090": 1008, "RTX 3090": 936, "RTX 3080": 760,
+}
+
+_REGS_PER_SM = 65536
+_REG_ALLOC_UNIT = 256  # registers are handed to a warp in chunks of 256
+_MAX_REGS_PER_THREAD = 255
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuSpec:
+    """What one GPU can do, from its own attributes."""
+
+    name: str
+    compute_capability: str
+    sm_count: int
+    clock_mhz: float
+    dram_gbps: float | None
+    l2_bytes: int
+    shared_memory_per_block: int
+    global_memory_bytes: int
+
+    @property
+    def arch(self) -> str:
+        return "sm_" + self.compute_capability.replace(".", "")
+
+    @property
+    def _consts(self) -> dict:
+        return arch_constants(self.compute_capability, self.name)
+
+    @property
+    def peak_fp32_tflops(self) -> float:
+        """SMs x FMA lanes x 2 FLOP x clock."""
+        return self.sm_count * self._consts["fp32_lanes"] * 2 * self.clock_mhz * 1e6 / 1e12
+
+    @property
+    def peak_fp16_tc_tflops(self) -> float:
+        """Dense fp16 tensor-core rate (fp32 accumulate); 0 when there are no tensor cores."""
+        return self.sm_count * self._consts["tc_flops"] * self.clock_mhz * 1e6 / 1e12
+
+    @property
+    def has_tensor_cores(self) -> bool:
+        return self._consts["tc_flops"] > 0
+
+    @property
+    def max_threads_per_sm(self) -> int:
+        return self._consts["threads"]
+
+    @property
+    def max_blocks_per_sm(self) -> int:
+        return self._consts["blocks"]
+
+    @property
+    def shared_memory_per_sm(self) -> int:
+        return self._consts["smem"]
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOP per byte where the fp32 roof meets the bandwidth roof."""
+        if not self.dram_gbps:
+            raise ValueError(f"the DRAM bandwidth of {self.name!r} is unknown")
+        return self.peak_fp32_tflops * 1e12 / (self.dram_gbps * 1e9)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def arch_constants(compute_capability: str, name: str = "this GPU") -> dict:
+    """Per-architecture constants; a clear error for an architecture the table lacks."""
+    if compute_capability not in _ARCH:
+        known = ", ".join(sorted(_ARCH))
+        raise ValueError(
+            f"unknown GPU {name!r} (compute capability {compute_capability}): no per-SM rates "
+            f"for it, so its peaks cannot be computed. Known compute capabilities: {known}."
+        )
+    return _ARCH[compute_capability]
+
+
+def gpu_available() -> bool:
+    """True when TVM can see a CUDA device (and so kernels can run)."""
+    return bool(tvm.cuda(0).exist)
+
+
+def device():
+    """The CUDA device, or a clear error saying there is none."""
+    dev = tvm.cuda(0)
+    if not dev.exist:
+        raise RuntimeError("no CUDA GPU is visible to TVM: kernels can be built and read, not run")
+    return dev
+
+
+def dram_gbps(name: str) -> float:
+    """Theoretical DRAM bandwidth: from the driver (memory clock x bus width) or by name."""
+    measured = _dram_from_driver()
+    if measured:
+        return measured
+    for key, gbps in sorted(_DRAM_GBPS.items(), key=lambda kv: -len(kv[0])):
+        if key.lower() in name.lower():
+            return float(gbps)
+    raise ValueError(
+        f"unknown GPU {name!r}: its DRAM bandwidth is not in helpers' table and neither "
+        "cuda-bindings nor cupy is installed to ask the driver. Measure it with notebook 00's copy kernel."
+    )
+
+
+def _dram_from_driver() -> float | None:
+    try:
+        from cuda.bindings import runtime as rt
+
+        attr = rt.cudaDeviceAttr
+        err, clock_khz = rt.cudaDeviceGetAttribute(attr.cudaDevAttrMemoryClockRate, 0)
+        err2, bus_bits = rt.cudaDeviceGetAttribute(attr.cudaDevAttrGlobalMemoryBusWidth, 0)
+        if int(err) == 0 and int(err2) == 0 and clock_khz and bus_bits:
+            return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9  # double data rate
+    except Exception:
+        pass
+    try:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        if props.get("memoryClockRate") and props.get("memoryBusWidth"):
+            return 2 * props["memoryClockRate"] * 1e3 * props["memoryBusWidth"] / 8 / 1e9
+    except Exception:
+        pass
+    return None
+
+
+def local_gpu_spec() -> GpuSpec:
+    """The spec of the GPU in this machine, read from its attributes."""
+    dev = device()
+    name = dev.device_name
+    try:
+        bandwidth = dram_gbps(name)
+    except ValueError:
+        bandwidth = None
+    return GpuSpec(
+        name=name,
+        compute_capability=dev.compute_version,
+        sm_count=dev.multi_processor_count,
+        clock_mhz=dev.max_clock_rate / 1000,
+        dram_gbps=bandwidth,
+        l2_bytes=dev.l2_cache_size_bytes,
+        shared_memory_per_block=dev.max_shared_memory_per_block,
+        global_memory_bytes=dev.total_global_memory,
+    )
+
+
+def make_target(spec: str | dict | None = None) -> tvm.target.Target:
+    """A TVM target: the local GPU's, or `DEFAULT_ARCH` with no GPU, or the one asked for.
+
+    `spec` may be a tag ("nvidia/nvidia-h100"), a JSON-style dict ({"kind": "cuda", "arch":
+    "sm_80"}) or an arch string ("sm_80"). A string TVM rejects gets a message that says how
+    targets are written in TVM 0.27 (the old "cuda -arch=sm_80" form is gone).
+    """
+    if spec is None:
+        if gpu_available():
+            return tvm.target.Target.from_device(tvm.cuda(0))
+        return tvm.target.Target({"kind": "cuda", "arch": DEFAULT_ARCH})
+    if isinstance(spec, str) and spec.startswith("sm_"):
+        spec = {"kind": "cuda", "arch": spec}
+    try:
+        return tvm.target.Target(spec)
+    except Exception as err:  # TVM raises ValueError or its own error types
+        first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+        raise ValueError(
+            f"TVM rejected the target {spec!r}: {first}. Write a target as a tag "
+            "('nvidia/nvidia-h100'), a dict ({'kind': 'cuda', 'arch': 'sm_80'}) or an arch ('sm_80')."
+        ) from None
+
+
+def listing_target() -> tvm.target.Target:
+    """The target whose generated code the notebooks print: fixed, so listings are the same on
+    every machine (and CI can check them), whatever GPU the student has."""
+    return tvm.target.Target({"kind": "cuda", "arch": DEFAULT_ARCH})
+
+
+def require_tensor_cores(spec: GpuSpec) -> None:
+    """Refuse clearly when a tensor-core kernel is asked of a GPU without tensor cores."""
+    if not spec.has_tensor_cores:
+        raise RuntimeError(
+            f"{spec.name} (compute capability {spec.compute_capability}) has no tensor cores: "
+            "WMMA needs compute capability 7.0 or newer. The kernel can still be built and read."
+        )
+
+
+def banner_line(spec: GpuSpec | None, recorded: dict | None = None) -> str:
+    """One line for the top of a notebook: TVM version and the GPU (live or recorded)."""
+    head = f"TVM {tvm.__version__}, Python {platform.python_version()}"
+    if spec is not None:
+        bw = f"{spec.dram_gbps:,.0f} GB/s" if spec.dram_gbps else "DRAM bandwidth unknown"
+        tc = f", {spec.peak_fp16_tc_tflops:,.0f} TFLOP/s fp16 tensor core" if spec.has_tensor_cores else ""
+        return (
+            f"{head} | GPU: {spec.name} ({spec.arch}, {spec.sm_count} SMs @ {spec.clock_mhz:,.0f} MHz): "
+            f"{spec.peak_fp32_tflops:,.1f} TFLOP/s fp32{tc}, {bw} | running live"
+        )
+    if recorded:
+        return (
+            f"{head} | no GPU: building for {DEFAULT_ARCH} and showing results recorded on "
+            f"{recorded['gpu']} on {recorded['date']} (TVM {recorded['tvm']})"
+        )
+    return f"{head} | no GPU: building for {DEFAULT_ARCH}; no recorded results to show"
+
+
+def today() -> str:
+    return datetime.date.today().isoformat()

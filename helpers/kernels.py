@@ -1,0 +1,204 @@
+"""Build kernels and look inside them: the CUDA TVM wrote, the PTX, and what ptxas made of it.
+
+The schedule is the lesson and stays in the notebook; these functions only turn a schedule
+into something to run or read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import tvm
+
+from . import env
+
+
+def _module(kernel) -> tvm.IRModule:
+    """Accept a Schedule, an IRModule or a PrimFunc; return the IRModule."""
+    if isinstance(kernel, tvm.s_tir.Schedule):
+        return kernel.mod
+    if isinstance(kernel, tvm.IRModule):
+        return kernel
+    if isinstance(kernel, tvm.tirx.PrimFunc):
+        return tvm.IRModule({"main": kernel})
+    raise TypeError(
+        f"expected a tvm.s_tir.Schedule, IRModule or PrimFunc, got {type(kernel).__name__}"
+    )
+
+
+def build(kernel, target=None):
+    """Compile a schedule (or module) for `target` (default: this GPU, or `DEFAULT_ARCH`)."""
+    if isinstance(kernel, tvm.runtime.Executable):
+        return kernel
+    target = env.make_target(target) if not isinstance(target, tvm.target.Target) else target
+    return tvm.compile(_module(kernel), target=target)
+
+
+def cuda_source(kernel, target=None, full: bool = False) -> str:
+    """The CUDA C that TVM generated, built for the fixed listing target unless told otherwise.
+
+    By default the ~50 lines of portability preamble TVM puts before every kernel are cut, so
+    the listing starts at the kernel itself; `full=True` keeps them (nvcc needs them).
+    """
+    ex = build(kernel, target or env.listing_target())
+    src = ex.mod.imports[0].inspect_source()
+    if full:
+        return src
+    start = src.find('extern "C" __global__')
+    body = src[start:] if start >= 0 else src
+    # TVM declares each kernel once before defining it; the declaration adds nothing to read.
+    body = re.sub(r'^extern "C" __global__[^\n{]*;\n', "", body, flags=re.M)
+    return body.strip() + "\n"
+
+
+def nvcc_path() -> str | None:
+    """The CUDA compiler, if this machine has one."""
+    return shutil.which("nvcc")
+
+
+@dataclasses.dataclass(frozen=True)
+class PtxasReport:
+    """What ptxas says about one kernel: the resources that decide occupancy."""
+
+    kernel: str
+    arch: str
+    registers: int
+    shared_bytes: int
+    stack_bytes: int
+    spill_stores: int
+    spill_loads: int
+
+    def __str__(self) -> str:
+        spill = (
+            f", SPILLS {self.spill_stores} B stored / {self.spill_loads} B loaded"
+            if self.spill_stores or self.spill_loads
+            else ", no spills"
+        )
+        return (
+            f"{self.kernel} ({self.arch}): {self.registers} registers/thread, "
+            f"{self.shared_bytes} B shared memory/block{spill}"
+        )
+
+
+def _arch_of(target) -> str:
+    t = env.make_target(target) if not isinstance(target, tvm.target.Target) else target
+    return str(t.attrs.get("arch", env.DEFAULT_ARCH))
+
+
+def compile_with_nvcc(kernel, target=None, what: str = "ptx") -> str:
+    """Run nvcc on the generated CUDA; return the PTX (`what="ptx"`) or ptxas' -v report
+    (`what="report"`). Raises a clear error when nvcc is missing."""
+    nvcc = nvcc_path()
+    if nvcc is None:
+        raise RuntimeError("nvcc is not installed here: PTX and the ptxas report need a CUDA compiler")
+    target = target or env.listing_target()
+    arch = _arch_of(target)
+    src = cuda_source(kernel, target, full=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cu = Path(tmp) / "kernel.cu"
+        cu.write_text(src)
+        if what == "ptx":
+            cmd = [nvcc, f"-arch={arch}", "-ptx", "-o", str(Path(tmp) / "k.ptx"), str(cu)]
+        else:
+            cmd = [nvcc, f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", str(Path(tmp) / "k.cubin"), str(cu)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc failed on the generated CUDA:\n{proc.stderr[-2000:]}")
+        if what == "ptx":
+            return (Path(tmp) / "k.ptx").read_text()
+        return proc.stdout + proc.stderr
+
+
+def ptx(kernel, target=None) -> str:
+    """The PTX nvcc makes of the generated CUDA (the virtual ISA; ptxas turns it into SASS)."""
+    return compile_with_nvcc(kernel, target, "ptx")
+
+
+def ptxas_report(kernel, target=None) -> list[PtxasReport]:
+    """Registers, shared memory and spills per kernel, as ptxas reports them."""
+    text = compile_with_nvcc(kernel, target, "report")
+    reports = []
+    for block in re.split(r"ptxas info\s+: Compiling entry function ", text)[1:]:
+        name = re.match(r"'([^']+)' for '([^']+)'", block)
+        regs = re.search(r"Used (\d+) registers", block)
+        smem = re.search(r"(\d+) bytes smem", block)
+        frame = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", block)
+        reports.append(
+            PtxasReport(
+                kernel=name.group(1) if name else "?",
+                arch=name.group(2) if name else "?",
+                registers=int(regs.group(1)) if regs else 0,
+                shared_bytes=int(smem.group(1)) if smem else 0,
+                stack_bytes=int(frame.group(1)) if frame else 0,
+                spill_stores=int(frame.group(2)) if frame else 0,
+                spill_loads=int(frame.group(3)) if frame else 0,
+            )
+        )
+    return reports
+
+
+@dataclasses.dataclass(frozen=True)
+class Occupancy:
+    """How many blocks of a kernel fit on one SM, and which resource stops more."""
+
+    threads_per_block: int
+    blocks_per_sm: int
+    limits: dict  # resource -> blocks that resource allows
+    max_threads_per_sm: int
+
+    @property
+    def occupancy(self) -> float:
+        """Resident warps over the most the SM can hold."""
+        return self.blocks_per_sm * self.threads_per_block / self.max_threads_per_sm
+
+    @property
+    def limited_by(self) -> str:
+        return min(self.limits, key=self.limits.get)
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{k}: {v}" for k, v in self.limits.items())
+        return (
+            f"{self.blocks_per_sm} blocks/SM x {self.threads_per_block} threads = "
+            f"{self.occupancy:.0%} occupancy, limited by {self.limited_by} ({parts})"
+        )
+
+
+def occupancy(spec: env.GpuSpec, threads_per_block: int, registers_per_thread: int, shared_bytes_per_block: int = 0) -> Occupancy:
+    """Theoretical occupancy from the three per-SM budgets: threads, registers, shared memory."""
+    if not 1 <= threads_per_block <= 1024:
+        raise ValueError(f"threads_per_block must be in 1..1024, got {threads_per_block}")
+    if not 1 <= registers_per_thread <= 255:
+        raise ValueError(f"registers_per_thread must be in 1..255, got {registers_per_thread}")
+    if shared_bytes_per_block < 0:
+        raise ValueError(f"shared_bytes_per_block must be >= 0, got {shared_bytes_per_block}")
+    warps = math.ceil(threads_per_block / 32)
+    regs_per_warp = math.ceil(registers_per_thread * 32 / env._REG_ALLOC_UNIT) * env._REG_ALLOC_UNIT
+    limits = {
+        "threads": spec.max_threads_per_sm // (warps * 32),
+        "registers": env._REGS_PER_SM // (regs_per_warp * warps),
+        "shared memory": spec.shared_memory_per_sm // shared_bytes_per_block if shared_bytes_per_block else spec.max_blocks_per_sm,
+        "blocks": spec.max_blocks_per_sm,
+    }
+    return Occupancy(threads_per_block, min(limits.values()), limits, spec.max_threads_per_sm)
+
+
+def require_divides(extent: int, factor: int, what: str = "tile") -> None:
+    """Refuse a tile factor that does not divide the loop extent, naming both.
+
+    TVM would accept such a split and guard the tail with an `if`; the course's tiled
+    schedules assume whole tiles, so a shape they do not divide must be padded or refused.
+    """
+    if factor <= 0:
+        raise ValueError(f"{what} factor must be positive, got {factor}")
+    if extent % factor:
+        raise ValueError(
+            f"{what} factor {factor} does not divide the extent {extent} "
+            f"({extent} = {extent // factor} x {factor} + {extent % factor}): pad the shape to "
+            f"{math.ceil(extent / factor) * factor} or choose a factor that divides {extent}"
+        )

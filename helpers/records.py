@@ -1,0 +1,97 @@
+"""Recorded GPU measurements: JSON files under notebooks/results/<gpu>/<notebook>.json.
+
+A student's run never rewrites them: recording happens only when the environment variable
+COURSE_RECORD=1 is set by the command that refreshes the records on a GPU. Without a GPU the
+notebooks read them back and label every number as recorded. The format is documented in
+notebooks/results/README.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "notebooks" / "results"
+
+#: The GPU whose records a machine without a GPU shows (override with COURSE_RECORDED_GPU).
+DEFAULT_RECORDED_GPU = "nvidia-h100-80gb-hbm3"
+
+FORMAT_VERSION = 1
+
+
+class RecordError(ValueError):
+    """A results file that cannot be read as the course's format."""
+
+
+def gpu_slug(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3' (a folder name)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    if not slug:
+        raise ValueError(f"cannot make a folder name from the GPU name {name!r}")
+    return slug
+
+
+def recording_enabled() -> bool:
+    """Only the command that refreshes the committed records sets COURSE_RECORD=1."""
+    return os.environ.get("COURSE_RECORD") == "1"
+
+
+def recorded_gpu() -> str:
+    return os.environ.get("COURSE_RECORDED_GPU", DEFAULT_RECORDED_GPU)
+
+
+def results_path(notebook: str, gpu: str | None = None, root: Path | None = None) -> Path:
+    return Path(root or RESULTS_DIR) / (gpu or recorded_gpu()) / f"{notebook}.json"
+
+
+def load(path: Path) -> dict | None:
+    """Read one results file. None when it does not exist; RecordError when it is corrupt."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RecordError(f"results file {path.name} in {path.parent.name}/ is not valid JSON ({err}); "
+                          "restore it with git or re-record it on a GPU") from None
+    missing = [k for k in ("gpu", "measurements") if k not in data] if isinstance(data, dict) else ["gpu", "measurements"]
+    if missing or not isinstance(data.get("measurements"), dict):
+        raise RecordError(f"results file {path.name} in {path.parent.name}/ lacks {missing or ['a measurements table']}: "
+                          "it is not a course results file")
+    return data
+
+
+def save_measurement(notebook: str, entry: dict, device: dict, root: Path | None = None) -> Path:
+    """Add (or replace) one measurement in the GPU's file for `notebook`."""
+    path = results_path(notebook, gpu_slug(device["name"]), root)
+    data = load(path) or {}
+    data.update(
+        format=FORMAT_VERSION,
+        notebook=notebook,
+        gpu=device["name"],
+        device=device,
+    )
+    data.setdefault("measurements", {})[entry["name"]] = entry
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def recorded(notebook: str, name: str, root: Path | None = None) -> dict | None:
+    """One recorded measurement, or None when there is none."""
+    data = load(results_path(notebook, root=root))
+    if data is None:
+        return None
+    return data["measurements"].get(name)
+
+
+def recorded_device(root: Path | None = None) -> dict | None:
+    """The recorded GPU's attributes (from any of its results files), or None."""
+    folder = Path(root or RESULTS_DIR) / recorded_gpu()
+    for path in sorted(folder.glob("*.json")):
+        data = load(path)
+        if data and data.get("device"):
+            return data["device"]
+    return None

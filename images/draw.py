@@ -1,0 +1,52 @@
+"""Draw every diagram the notebooks show:  python images/draw.py
+
+Each `images/figures_*.py` module holds functions named `draw_<name>()` that return a
+matplotlib Figure; this script saves each one as `images/<name>.png`. Output is byte-for-byte
+reproducible (fixed DPI, no timestamps in the PNG metadata), and tests/test_images.py checks
+that the committed PNGs are exactly what this script draws.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+DPI = 110
+
+
+def figure_functions():
+    """(name, function) for every draw_* function in every figures_*.py module, sorted."""
+    found = []
+    for path in sorted(HERE.glob("figures_*.py")):
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        for attr in sorted(dir(module)):
+            if attr.startswith("draw_"):
+                found.append((attr[len("draw_"):], getattr(module, attr)))
+    return found
+
+
+def draw_all(out_dir: Path = HERE) -> list[Path]:
+    plt.rcParams.update({"svg.hashsalt": "course", "font.size": 10})
+    written = []
+    for name, fn in figure_functions():
+        fig = fn()
+        path = Path(out_dir) / f"{name}.png"
+        fig.savefig(path, dpi=DPI, metadata={"Software": None}, bbox_inches="tight")
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE
+    for p in draw_all(out):
+        print(p.name)
