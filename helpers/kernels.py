@@ -47,6 +47,11 @@ def cuda_source(kernel, target=None, full: bool = False) -> str:
     the listing starts at the kernel itself; `full=True` keeps them (nvcc needs them).
     """
     ex = build(kernel, target or env.listing_target())
+    if len(ex.mod.imports) == 0:
+        raise ValueError(
+            "no CUDA kernel was generated: no loop is bound to blockIdx/threadIdx, so TVM compiled "
+            "the function for the host CPU. Bind the loops (sch.bind) to make a GPU kernel."
+        )
     src = ex.mod.imports[0].inspect_source()
     if full:
         return src

@@ -1,0 +1,63 @@
+"""Shared fixtures: small kernels written in TVMScript, and a throwaway results folder."""
+
+import numpy as np
+import pytest
+import tvm
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+import helpers
+from helpers import records
+
+N = 1 << 12
+
+
+@I.ir_module
+class VectorAdd:
+    @T.prim_func(s_tir=True)
+    def main(A: T.Buffer((N,), "float32"), B: T.Buffer((N,), "float32"), C: T.Buffer((N,), "float32")):
+        T.func_attr({"tirx.noalias": True})
+        for i in range(N):
+            with T.sblock("C"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = A[vi] + B[vi]
+
+
+def bound_vector_add(threads: int = 128) -> tvm.s_tir.Schedule:
+    """The vector add split over blocks of `threads` threads: runnable on a GPU."""
+    sch = tvm.s_tir.Schedule(VectorAdd)
+    (i,) = sch.get_loops(sch.get_sblock("C"))
+    bx, tx = sch.split(i, [None, threads])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    return sch
+
+
+@pytest.fixture
+def vector_add():
+    return bound_vector_add()
+
+
+@pytest.fixture
+def vector_add_args():
+    rng = np.random.default_rng(0)
+    a = rng.random(N, dtype=np.float32)
+    b = rng.random(N, dtype=np.float32)
+    return [a, b, np.empty(N, np.float32)], a.astype(np.float64) + b
+
+
+@pytest.fixture
+def results_dir(tmp_path, monkeypatch):
+    """Point the records at an empty folder, so tests never touch the committed results."""
+    monkeypatch.setattr(records, "RESULTS_DIR", tmp_path)
+    monkeypatch.delenv("COURSE_RECORD", raising=False)
+    monkeypatch.setenv("COURSE_RECORDED_GPU", "test-gpu")
+    return tmp_path
+
+
+H100 = helpers.GpuSpec(name="NVIDIA H100 80GB HBM3", compute_capability="9.0", sm_count=132, clock_mhz=1980.0,
+                       dram_gbps=3352.0, l2_bytes=52428800, shared_memory_per_block=49152,
+                       global_memory_bytes=85_000_000_000)
+
+needs_gpu = pytest.mark.skipif(not helpers.gpu_available(), reason="no CUDA GPU visible to TVM")
+needs_nvcc = pytest.mark.skipif(helpers.nvcc_path() is None, reason="no nvcc on this machine")

@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+import tvm
+
+import helpers
+from helpers import kernels
+
+from conftest import H100, VectorAdd, bound_vector_add, needs_gpu, needs_nvcc
+
+
+def test_cuda_source_is_the_kernel_without_the_preamble(vector_add):
+    src = helpers.cuda_source(vector_add)
+    assert src.startswith('extern "C" __global__ void __launch_bounds__(128) main_kernel(')
+    assert "blockIdx.x" in src and "threadIdx.x" in src
+    assert "#include" not in src
+    assert "#include" in helpers.cuda_source(vector_add, full=True)
+
+
+def test_listing_does_not_depend_on_the_threads_alone():
+    assert "__launch_bounds__(256)" in helpers.cuda_source(bound_vector_add(256))
+
+
+def test_build_refuses_what_is_not_a_kernel():
+    with pytest.raises(TypeError, match="expected a tvm.s_tir.Schedule, IRModule or PrimFunc, got str"):
+        helpers.build("not a kernel")
+
+
+def test_unbound_loops_make_no_gpu_kernel():
+    # Without sch.bind TVM compiles the loop for the host: there is no CUDA to show.
+    with pytest.raises(ValueError, match="no CUDA kernel was generated: no loop is bound"):
+        helpers.cuda_source(VectorAdd)
+
+
+@needs_nvcc
+def test_ptx_and_ptxas_report(vector_add):
+    ptx = helpers.ptx(vector_add)
+    assert ".visible .entry main_kernel" in ptx and ".target sm_90" in ptx
+    (report,) = helpers.ptxas_report(vector_add)
+    assert report.kernel == "main_kernel" and report.arch == "sm_90"
+    assert 4 <= report.registers <= 32 and report.spill_stores == 0
+    assert "registers/thread" in str(report)
+
+
+def test_occupancy_limited_by_registers():
+    occ = helpers.occupancy(H100, threads_per_block=256, registers_per_thread=64)
+    # 64 regs x 256 threads = 16384 per block: 65536 / 16384 = 4 blocks = 1024 threads = 50%
+    assert occ.blocks_per_sm == 4 and occ.limited_by == "registers"
+    assert occ.occupancy == pytest.approx(0.5)
+
+
+def test_occupancy_limited_by_shared_memory():
+    occ = helpers.occupancy(H100, threads_per_block=128, registers_per_thread=32, shared_bytes_per_block=96 * 1024)
+    assert occ.blocks_per_sm == 2 and occ.limited_by == "shared memory"
+
+
+def test_occupancy_full_for_a_light_kernel():
+    occ = helpers.occupancy(H100, threads_per_block=256, registers_per_thread=16)
+    assert occ.occupancy == 1.0 and occ.blocks_per_sm == 8
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(threads_per_block=0, registers_per_thread=32), "threads_per_block"),
+    (dict(threads_per_block=2048, registers_per_thread=32), "threads_per_block"),
+    (dict(threads_per_block=128, registers_per_thread=300), "registers_per_thread"),
+    (dict(threads_per_block=128, registers_per_thread=32, shared_bytes_per_block=-1), "shared_bytes_per_block"),
+])
+def test_occupancy_bad_input(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        helpers.occupancy(H100, **kw)
+
+
+def test_tile_factor_that_does_not_divide_is_refused():
+    helpers.require_divides(4096, 128)
+    with pytest.raises(ValueError, match=r"tile factor 64 does not divide the extent 1000 .*pad the shape to 1024"):
+        helpers.require_divides(1000, 64)
+    with pytest.raises(ValueError, match="must be positive"):
+        helpers.require_divides(1000, 0)
+
+
+@needs_gpu
+def test_runs_on_the_gpu(vector_add, vector_add_args):
+    args, expected = vector_add_args
+    out = helpers.run(vector_add, args)
+    assert helpers.relative_error(out, expected) < 1e-6

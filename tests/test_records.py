@@ -1,0 +1,48 @@
+import pytest
+
+from helpers import records
+
+
+def test_gpu_slug():
+    assert records.gpu_slug("NVIDIA H100 80GB HBM3") == "nvidia-h100-80gb-hbm3"
+    with pytest.raises(ValueError, match="cannot make a folder name"):
+        records.gpu_slug("***")
+
+
+def test_missing_file_is_none_not_a_crash(results_dir):
+    assert records.load(results_dir / "nope.json") is None
+    assert records.recorded("01_vector_add", "anything") is None
+    assert records.recorded_device() is None
+
+
+def test_corrupt_file_is_named(results_dir):
+    bad = results_dir / "test-gpu" / "01_vector_add.json"
+    bad.parent.mkdir()
+    bad.write_text('{"gpu": "x", "measurements": ')
+    with pytest.raises(records.RecordError, match=r"01_vector_add.json in test-gpu/ is not valid JSON"):
+        records.recorded("01_vector_add", "vector add")
+
+
+def test_json_that_is_not_a_results_file_is_named(results_dir):
+    bad = results_dir / "test-gpu" / "01_vector_add.json"
+    bad.parent.mkdir()
+    bad.write_text('{"hello": 1}')
+    with pytest.raises(records.RecordError, match="lacks .*gpu.*not a course results file"):
+        records.load(bad)
+
+
+def test_save_then_read_back(results_dir):
+    device = {"name": "Test GPU", "sm_count": 1}
+    path = records.save_measurement("02_window_sum", {"name": "a", "ms": 1.0}, device)
+    records.save_measurement("02_window_sum", {"name": "b", "ms": 2.0}, device)
+    assert path == results_dir / "test-gpu" / "02_window_sum.json"
+    data = records.load(path)
+    assert set(data["measurements"]) == {"a", "b"} and data["device"] == device
+    assert records.recorded("02_window_sum", "b")["ms"] == 2.0
+
+
+def test_recording_needs_the_variable(monkeypatch):
+    monkeypatch.delenv("COURSE_RECORD", raising=False)
+    assert not records.recording_enabled()
+    monkeypatch.setenv("COURSE_RECORD", "1")
+    assert records.recording_enabled()
