@@ -158,7 +158,7 @@ def run(kernel, args, target=None, out: int = -1):
     return dev_args[out].numpy()
 
 
-def time_function(f, dev, args, repeat: int = 20, warmup: int = 2, min_repeat_ms: float = 20.0) -> list[float]:
+def time_function(f, dev, args, repeat: int = 20, warmup: int = 2, min_repeat_ms: int = 20) -> list[float]:
     """Milliseconds per call for each of `repeat` timed rounds, after `warmup` untimed calls.
 
     TVM's time_evaluator times on the device; `min_repeat_ms` makes each round long enough
@@ -174,7 +174,7 @@ def time_function(f, dev, args, repeat: int = 20, warmup: int = 2, min_repeat_ms
     evaluator = f.time_evaluator if hasattr(f, "time_evaluator") else None
     if evaluator is None:
         raise TypeError("expected a TVM function or module with time_evaluator")
-    res = evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)(*args)
+    res = evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=int(min_repeat_ms))(*args)
     return [r * 1e3 for r in res.results]
 
 

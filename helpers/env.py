@@ -91,6 +91,11 @@ class GpuSpec:
         return self._consts["blocks"]
 
     @property
+    def registers_per_sm(self) -> int:
+        """32-bit registers one SM shares among its resident threads (64 Ki on every arch here)."""
+        return _REGS_PER_SM
+
+    @property
     def shared_memory_per_sm(self) -> int:
         return self._consts["smem"]
 
