@@ -10,7 +10,7 @@ from .bench import Measurement, Session, WrongResult, check_args, cublas_time, r
 from .env import (DEFAULT_ARCH, GpuSpec, arch_constants, device, dram_gbps, gpu_available, listing_target,
                   local_gpu_spec, make_target, require_tensor_cores)
 from .kernels import build, cuda_source, nvcc_path, occupancy, ptx, ptxas_report, require_divides
-from .plots import heatmap, roofline, sweep, table, versus_baseline
+from .plots import heatmap, roofline, sweep, table, text_table, versus_baseline
 from .records import RecordError
 from .tuning import (TunedKernel, TuningRun, database_dir, design_spaces, make_space, matmul_workload, open_database, replay, top_kernels, tune)
 

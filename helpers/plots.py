@@ -139,6 +139,12 @@ def table(measurements: list[Measurement], baseline: Measurement | None = None, 
             m.name, f"{m.ms:.4f}", f"{m.tflops:,.2f}" if m.tflops else "", f"{m.gbps:,.0f}" if m.gbps else "",
             f"{m.rel_err:.1e}" if m.rel_err is not None else "", vs, "live" if m.source == "live" else f"recorded {m.date}",
         ))
+    return text_table(rows)
+
+
+def text_table(rows) -> str:
+    """Rows of strings as aligned plain text, the first row a header underlined with dashes."""
+    rows = [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

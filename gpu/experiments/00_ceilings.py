@@ -32,7 +32,7 @@ from helpers import bench
 
 SIZES = [1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]  # floats per array
 THREADS = [64, 128, 256, 512, 1024]
-NOTEBOOK_SIZE, NOTEBOOK_THREADS = 1 << 26, 256  # what notebook 00 measures
+NOTEBOOK_SIZE, NOTEBOOK_THREADS = 1 << 26, 256  # what notebook 00 measures (scalar and float4)
 
 
 def copy_module(n: int) -> tvm.IRModule:
@@ -210,15 +210,16 @@ def main() -> int:
     try:
         n, t = NOTEBOOK_SIZE, NOTEBOOK_THREADS
         a = rng.standard_normal(n, dtype=np.float32)
-        m = s.measure(f"copy 2^{log2(n)} floats", copy_schedule(n, t), [a, np.empty_like(a)], lambda: a,
-                      bytes=2 * a.nbytes, params={"threads_per_block": t}, quiet=True)
-        records[m.name] = m.to_record()
+        for name, vector in [(f"copy 2^{log2(n)} floats", 1), (f"copy 2^{log2(n)} floats, float4", 4)]:
+            params = {"threads": t} if vector == 1 else {"threads": t, "vector": vector}
+            m = s.measure(name, copy_schedule(n, t, vector=vector), [a, np.empty_like(a)], lambda: a,
+                          bytes=2 * a.nbytes, params=params, quiet=True)
+            records[m.name] = m.to_record()
+            rows.append(Row(f"notebook path: {name}", m.ms, m.gbps, err=m.rel_err))
         for dtype in ("float32", "float16"):
             m = s.cublas_matmul(4096, 4096, 4096, dtype, quiet=True)
             records[m.name] = m.to_record()
-        rows.append(Row(f"notebook path: copy 2^{log2(n)} t{t}", records[f"copy 2^{log2(n)} floats"]["ms"],
-                        2 * a.nbytes / (records[f"copy 2^{log2(n)} floats"]["ms"] * 1e-3) / 1e9,
-                        err=records[f"copy 2^{log2(n)} floats"]["rel_err"]))
+            rows.append(Row(f"notebook path: {m.name}", m.ms, tflops=m.tflops))
     except Exception as err:
         rows.append(Row("notebook path", note=f"FAILED {type(err).__name__}: {err}"))
         traceback.print_exc()
