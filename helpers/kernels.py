@@ -186,10 +186,11 @@ def occupancy(spec: env.GpuSpec, threads_per_block: int, registers_per_thread: i
     regs_per_warp = math.ceil(registers_per_thread * 32 / env._REG_ALLOC_UNIT) * env._REG_ALLOC_UNIT
     limits = {
         "threads": spec.max_threads_per_sm // (warps * 32),
-        "registers": env._REGS_PER_SM // (regs_per_warp * warps),
-        "shared memory": spec.shared_memory_per_sm // shared_bytes_per_block if shared_bytes_per_block else spec.max_blocks_per_sm,
-        "blocks": spec.max_blocks_per_sm,
+        "registers": spec.registers_per_sm // (regs_per_warp * warps),
     }
+    if shared_bytes_per_block:  # a kernel without shared memory is not limited by it
+        limits["shared memory"] = spec.shared_memory_per_sm // shared_bytes_per_block
+    limits["blocks"] = spec.max_blocks_per_sm
     return Occupancy(threads_per_block, min(limits.values()), limits, spec.max_threads_per_sm)
 
 

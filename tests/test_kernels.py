@@ -56,6 +56,12 @@ def test_occupancy_limited_by_shared_memory():
 def test_occupancy_full_for_a_light_kernel():
     occ = helpers.occupancy(H100, threads_per_block=256, registers_per_thread=16)
     assert occ.occupancy == 1.0 and occ.blocks_per_sm == 8
+    assert occ.limited_by == "threads" and "shared memory" not in occ.limits
+
+
+def test_occupancy_of_small_blocks_is_limited_by_the_block_count():
+    occ = helpers.occupancy(H100, threads_per_block=32, registers_per_thread=16)
+    assert occ.limited_by == "blocks" and occ.blocks_per_sm == 32 and occ.occupancy == 0.5
 
 
 @pytest.mark.parametrize("kw, msg", [
