@@ -14,15 +14,22 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 
-def execute(path: Path, timeout: int) -> float:
+def execute(path: Path, timeout: int) -> tuple[float, str | None]:
+    """Run one notebook top to bottom and save it; on a failing cell, save what ran (the
+    error shows in that cell) and return the error's first line."""
     nb = nbformat.read(path, as_version=4)
     start = time.time()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    error = None
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(path.parent)}}).execute()
+    except CellExecutionError as err:
+        error = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
     nbformat.write(nb, path)
-    return time.time() - start
+    return time.time() - start, error
 
 
 def main(argv=None) -> int:
@@ -35,9 +42,12 @@ def main(argv=None) -> int:
         print(f"no such notebook: {', '.join(missing)}", file=sys.stderr)
         return 2
     os.environ.setdefault("COURSE_RECORD_COMMAND", "python -m helpers.run_notebooks " + " ".join(map(str, args.notebooks)))
+    failed = 0
     for p in args.notebooks:
-        print(f"{p}: {execute(p, args.timeout):.0f} s", flush=True)
-    return 0
+        seconds, error = execute(p, args.timeout)
+        print(f"{p}: {seconds:.0f} s" + (f", FAILED: {error}" if error else ""), flush=True)
+        failed += error is not None
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
