@@ -12,6 +12,6 @@ from .env import (DEFAULT_ARCH, GpuSpec, arch_constants, device, dram_gbps, gpu_
 from .kernels import build, cuda_source, nvcc_path, occupancy, ptx, ptxas_report, require_divides
 from .plots import heatmap, roofline, sweep, table, text_table, versus_baseline
 from .records import RecordError
-from .tuning import (TunedKernel, TuningRun, database_dir, design_spaces, make_space, matmul_workload, open_database, replay, top_kernels, tune)
+from .tuning import (Samples, TunedKernel, TuningRun, candidate_features, database_dir, design_spaces, make_space, matmul_workload, open_database, replay, sample_candidates, top_kernels, tune)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

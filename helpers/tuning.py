@@ -54,9 +54,11 @@ _MS_LOGGER = "tvm.s_tir.meta_schedule"
 # ---------------------------------------------------------------- the workload
 
 
-def matmul_workload(M: int, N: int, K: int, dtype: str = "float32", acc_dtype: str | None = None) -> tvm.tirx.PrimFunc:
+def matmul_workload(M: int, N: int, K: int, dtype: str = "float32", acc_dtype: str | None = None,
+                    transpose_b: bool = False) -> tvm.tirx.PrimFunc:
     """C[M, N] = A[M, K] @ B[K, N] as a PrimFunc to tune: inputs in `dtype`, sums and output in
     `acc_dtype` (default: `dtype`; float16 inputs with float32 sums is the tensor-core case).
+    With `transpose_b` B is stored N x K (C = A @ B.T), as in notebook 05.
 
     It carries the `tirx.noalias` attribute, so the database written by tuning it answers
     queries for it (a PrimFunc without the attribute is a different workload)."""
@@ -67,29 +69,34 @@ def matmul_workload(M: int, N: int, K: int, dtype: str = "float32", acc_dtype: s
     for d in {dtype, acc}:
         if d not in ("float16", "float32", "float64"):
             raise ValueError(f"dtype {d!r} is not supported here: use float16, float32 or float64")
+    b_shape = (N, K) if transpose_b else (K, N)
+
+    def b_at(B, vj, vk):
+        return B[vj, vk] if transpose_b else B[vk, vj]
+
     if acc == dtype:
 
         @T.prim_func(s_tir=True)
-        def matmul(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), C: T.Buffer((M, N), dtype)):
+        def matmul(A: T.Buffer((M, K), dtype), B: T.Buffer(b_shape, dtype), C: T.Buffer((M, N), dtype)):
             T.func_attr({"tirx.noalias": True})
             for i, j, k in T.grid(M, N, K):
                 with T.sblock("C"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
                     with T.init():
                         C[vi, vj] = T.cast(0, dtype)
-                    C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+                    C[vi, vj] = C[vi, vj] + A[vi, vk] * b_at(B, vj, vk)
 
     else:
 
         @T.prim_func(s_tir=True)
-        def matmul(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), C: T.Buffer((M, N), acc)):
+        def matmul(A: T.Buffer((M, K), dtype), B: T.Buffer(b_shape, dtype), C: T.Buffer((M, N), acc)):
             T.func_attr({"tirx.noalias": True})
             for i, j, k in T.grid(M, N, K):
                 with T.sblock("C"):
                     vi, vj, vk = T.axis.remap("SSR", [i, j, k])
                     with T.init():
                         C[vi, vj] = T.cast(0, acc)
-                    C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], acc) * T.cast(B[vk, vj], acc)
+                    C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], acc) * T.cast(b_at(B, vj, vk), acc)
 
     return matmul
 
@@ -146,14 +153,69 @@ def _tuning_target(target, space: str) -> tvm.target.Target:
     return target if isinstance(target, tvm.target.Target) else env.make_target(target)
 
 
+#: The target the sketches and samples shown in the notebooks are made for when none is given: fixed
+#: (an H100's limits), so the listings are the same on every machine, with or without a GPU.
+LISTING_TARGET = "nvidia/nvidia-h100"
+
+
+def _listing_target(target, space):
+    if target is None:
+        target = {"kind": "llvm", "num-cores": 1} if space == "llvm" else LISTING_TARGET
+    return _tuning_target(target, space)
+
+
 def design_spaces(func, space: str = "cuda", target=None, seed: int = 0) -> list[tvm.s_tir.Schedule]:
     """The sketches MetaSchedule generates for `func`: each schedule rule applied in post-order
     to every block, with its tile sizes and other decisions left to sampling. Needs no GPU
-    (without one the target is an H100's)."""
+    (the target defaults to LISTING_TARGET, an H100's limits)."""
     mod = _as_module(func)
-    ctx = ms.TuneContext(mod, target=_tuning_target(target, space), space_generator=make_space(space),
+    ctx = ms.TuneContext(mod, target=_listing_target(target, space), space_generator=make_space(space),
                          task_name="main", rand_state=seed, num_threads=1)
     return list(ctx.generate_design_space())
+
+
+@dataclasses.dataclass
+class Samples:
+    """Random fillings of one sketch: the post-processed schedules that passed, and how many
+    each postprocessor rejected."""
+
+    valid: list
+    rejected: dict
+    tries: int
+
+    def __str__(self) -> str:
+        why = ", ".join(f"{n} by {k}" for k, n in sorted(self.rejected.items())) or "none"
+        return f"{len(self.valid)} of {self.tries} random samples passed the postprocessors (rejected: {why})"
+
+
+def sample_candidates(func, sketch, *, space: str = "cuda", tries: int = 20, seed: int = 0, target=None) -> Samples:
+    """Fill the decisions of `sketch` (one of `design_spaces`) at random `tries` times and run
+    the postprocessors on each, as the search does for its initial population. No GPU needed."""
+    if isinstance(tries, bool) or not isinstance(tries, int) or tries <= 0:
+        raise ValueError(f"tries must be a positive integer, got {tries!r}")
+    mod = _as_module(func)
+    ctx = ms.TuneContext(mod, target=_listing_target(target, space), space_generator=make_space(space),
+                         task_name="main", rand_state=seed, num_threads=1)
+    unsampled = tvm.s_tir.schedule.Trace(sketch.trace.insts, {})
+    valid, rejected = [], {}
+    for i in range(tries):
+        sch = tvm.s_tir.Schedule(tvm.ir.load_json(tvm.ir.save_json(mod)), seed=seed + i + 1)
+        unsampled.apply_to_schedule(sch, remove_postproc=True)
+        failed = next((p for p in ctx.space_generator.postprocs if not p.apply(sch)), None)
+        if failed is None:
+            valid.append(sch)
+        else:
+            name = type(failed).__name__
+            rejected[name] = rejected.get(name, 0) + 1
+    return Samples(valid, rejected, tries)
+
+
+def candidate_features(sch, target=None):
+    """What the cost model sees of one candidate: MetaSchedule's per-store features (one row of
+    numbers per buffer store: loads, arithmetic, memory footprint, loop and thread structure)."""
+    ctx = ms.TuneContext(sch.mod, target=_listing_target(target, "cuda"), num_threads=1)
+    cand = ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_entry_func(sch.mod, remove_preproc=True))
+    return ms.feature_extractor.PerStoreFeature().extract_from(ctx, [cand])[0].numpy()
 
 
 # ---------------------------------------------------------------- budget and progress
@@ -432,13 +494,15 @@ def tune(func, work_dir, *, trials: int, minutes: float | None = None, space: st
                      stopped_for_time=state.stopped_for_time, best=best)
 
 
-def _warm_start(cost_model, ctx, database, mod, limit: int = 1024) -> int:
-    """Train the cost model on the measured records already in the database (when resuming)."""
+def _warm_start(cost_model, ctx, database, mod, limit: int = 200) -> int:
+    """Train the cost model on records already in the database (when resuming): up to `limit`
+    of them, spread from the fastest to the slowest so the model sees good and bad programs."""
     recs = [r for r in database.get_all_tuning_records()
-            if r.run_secs and tvm_ffi.structural_equal(r.workload.mod, mod)]
-    recs = [r for r in recs if all(float(s) < 1e9 for s in r.run_secs)][-limit:]
-    if not recs:
-        return 0
+            if _median_sec(r) < 1e9 and tvm_ffi.structural_equal(r.workload.mod, mod)]
+    recs.sort(key=_median_sec)
+    if len(recs) > limit:
+        step = len(recs) / limit
+        recs = [recs[int(i * step)] for i in range(limit)]
     cands, results = [], []
     for r in recs:
         try:
@@ -453,7 +517,9 @@ def _warm_start(cost_model, ctx, database, mod, limit: int = 1024) -> int:
 
 def _flop_count(mod: tvm.IRModule) -> float | None:
     try:
-        return float(tvm.tirx.analysis.estimate_tir_flops(mod))
+        from tvm.s_tir.analysis import estimate_tir_flops
+
+        return float(estimate_tir_flops(mod))
     except Exception:
         return None
 
@@ -507,6 +573,9 @@ def open_database(path) -> ms.database.JSONDatabase:
     if missing:
         raise FileNotFoundError(f"the directory {path} lacks {' and '.join(missing)}: it is not a MetaSchedule "
                                 "JSON database")
+    if '"Tensorize"' in (path / RECORD_FILE).read_text():
+        # traces that tensorize name TVM's tensor intrinsics, which must be registered first
+        import tvm.s_tir.tensor_intrin.cuda  # noqa: F401
     return ms.database.JSONDatabase(path_workload=str(path / WORKLOAD_FILE),
                                     path_tuning_record=str(path / RECORD_FILE), allow_missing=False)
 
@@ -543,7 +612,9 @@ def top_kernels(database, func=None, k: int = 1, source="") -> list[TunedKernel]
     recs = sorted(_valid_records(database, func, where), key=_median_sec)
     out = []
     for rec in recs[:k]:
-        mod = rec.workload.mod
+        # a Schedule may rewrite the statements of a module it is given in place: work on a copy,
+        # never on the database's own workload
+        mod = tvm.ir.load_json(tvm.ir.save_json(rec.workload.mod))
         sch = tvm.s_tir.Schedule(mod)
         rec.trace.apply_to_schedule(sch, remove_postproc=False)
         out.append(TunedKernel(sch=sch, tuning_ms=_median_sec(rec) * 1e3, target=str(rec.target),

@@ -1,0 +1,195 @@
+"""helpers.tuning without a GPU: budget checks, databases, replay, and the quiet log."""
+
+import logging
+import os
+import math
+
+import pytest
+import tvm
+from tvm.s_tir import meta_schedule as ms
+
+import helpers
+from helpers import tuning
+
+
+@pytest.fixture(scope="module")
+def small():
+    return tuning.matmul_workload(64, 32, 16)
+
+
+def _database(path, func, schedules_and_secs):
+    """A JSON database holding one record per (schedule function, seconds)."""
+    db = ms.database.JSONDatabase(work_dir=str(path))
+    mod = tuning._as_module(func)
+    workload = db.commit_workload(mod)
+    for make, secs in schedules_and_secs:
+        sch = tvm.s_tir.Schedule(mod)
+        make(sch)
+        db.commit_tuning_record(ms.database.TuningRecord(
+            sch.trace, workload, run_secs=None if secs is None else [secs],
+            target=tvm.target.Target({"kind": "llvm"}), args_info=ms.arg_info.ArgInfo.from_prim_func(mod["main"])))
+    return db
+
+
+def _split_i(factor):
+    def make(sch):
+        i, _, _ = sch.get_loops(sch.get_sblock("C"))
+        sch.split(i, [None, factor])
+    return make
+
+
+# ---------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("trials", [0, -5, 2.5, True, "64", None])
+def test_trials_must_be_a_positive_integer(small, tmp_path, trials):
+    with pytest.raises(ValueError, match="trials must be a positive integer"):
+        tuning.tune(small, tmp_path / "w", trials=trials)
+    assert not (tmp_path / "w").exists()  # nothing written before the budget is checked
+
+
+@pytest.mark.parametrize("minutes", [0, -1, math.nan, math.inf, "3"])
+def test_minutes_must_be_positive(small, tmp_path, minutes):
+    with pytest.raises(ValueError, match="minutes must be a positive number"):
+        tuning.tune(small, tmp_path, trials=4, minutes=minutes)
+
+
+def test_trials_per_iter_must_be_positive(small, tmp_path):
+    with pytest.raises(ValueError, match="trials_per_iter must be a positive integer"):
+        tuning.tune(small, tmp_path, trials=4, trials_per_iter=0)
+
+
+def test_unknown_space(small, tmp_path):
+    with pytest.raises(ValueError, match="unknown design space 'cuda-fast'"):
+        tuning.tune(small, tmp_path, trials=4, space="cuda-fast")
+
+
+def test_schedule_is_not_a_workload(small, tmp_path):
+    with pytest.raises(TypeError, match="not a Schedule"):
+        tuning.tune(tvm.s_tir.Schedule(small), tmp_path, trials=4)
+
+
+@pytest.mark.skipif(helpers.gpu_available(), reason="checks the message shown without a GPU")
+def test_tuning_for_cuda_needs_a_gpu(small, tmp_path):
+    with pytest.raises(RuntimeError, match="no CUDA GPU is visible"):
+        tuning.tune(small, tmp_path / "w", trials=4)
+
+
+def test_workload_shape_checked():
+    with pytest.raises(ValueError, match="K must be a positive integer"):
+        tuning.matmul_workload(64, 64, 0)
+    with pytest.raises(ValueError, match="dtype 'int8'"):
+        tuning.matmul_workload(64, 64, 64, "int8")
+
+
+def test_workload_keeps_noalias(small):
+    assert bool(small.attrs["tirx.noalias"])
+
+
+# ---------------------------------------------------------------- databases
+
+
+def test_missing_database_directory_is_named(tmp_path):
+    missing = tmp_path / "results" / "matmul_fp32_4096"
+    with pytest.raises(FileNotFoundError, match="matmul_fp32_4096: the directory does not exist"):
+        tuning.replay(missing)
+
+
+def test_directory_without_database_files(tmp_path):
+    (tmp_path / tuning.WORKLOAD_FILE).write_text("")
+    with pytest.raises(FileNotFoundError, match="lacks database_tuning_record.json"):
+        tuning.open_database(tmp_path)
+
+
+def test_database_path_is_a_file(tmp_path):
+    f = tmp_path / "db"
+    f.write_text("x")
+    with pytest.raises(NotADirectoryError):
+        tuning.open_database(f)
+
+
+def test_database_dir_layout():
+    d = tuning.database_dir("matmul_fp32_4096", "NVIDIA H100 80GB HBM3")
+    assert d.parts[-4:] == ("results", "nvidia-h100-80gb-hbm3", "tuning", "matmul_fp32_4096")
+
+
+def test_replay_picks_the_fastest_record(small, tmp_path):
+    _database(tmp_path, small, [(_split_i(4), 3e-3), (_split_i(8), 1e-3), (_split_i(16), None), (_split_i(2), 2e-3)])
+    best = tuning.replay(tmp_path, small)
+    assert best.tuning_ms == pytest.approx(1.0)
+    assert best.records == 3  # the failed record (no run_secs) is not a candidate
+    assert "factors=[None, 8]" in str(best.trace)
+    # the trace applied to the workload gives the same module as scheduling it by hand
+    expected = tvm.s_tir.Schedule(tuning._as_module(tuning.matmul_workload(64, 32, 16)))
+    _split_i(8)(expected)
+    tvm.ir.assert_structural_equal(best.sch.mod, expected.mod)
+    assert "1.0000 ms" in best.describe()
+    assert best.flop == 2 * 64 * 32 * 16 and best.tuning_tflops == pytest.approx(2 * 64 * 32 * 16 / 1e-3 / 1e12)
+    # the workload stored in the database is enough: no PrimFunc needed
+    assert tuning.replay(tmp_path).tuning_ms == pytest.approx(1.0)
+    top = tuning.top_kernels(tuning.open_database(tmp_path), small, k=5)
+    assert [round(k.tuning_ms, 6) for k in top] == [1.0, 2.0, 3.0]
+    assert ["factors=[None, %d]" % f in str(k.trace) for k, f in zip(top, (8, 2, 4))] == [True] * 3
+
+
+def test_replay_of_another_workload_explains_noalias(small, tmp_path):
+    _database(tmp_path, small, [(_split_i(4), 1e-3)])
+    # an IRModule is taken as it is (a PrimFunc gets the attribute added, as tune_tir does)
+    without_attr = tvm.IRModule({"main": small.without_attr("tirx.noalias")})
+    with pytest.raises(LookupError, match="tirx.noalias"):
+        tuning.replay(tmp_path, without_attr)
+    assert tuning.replay(tmp_path, small.without_attr("tirx.noalias")).records == 1
+
+
+def test_database_without_valid_records(small, tmp_path):
+    _database(tmp_path, small, [(_split_i(4), None)])
+    with pytest.raises(LookupError, match="no valid"):
+        tuning.replay(tmp_path)
+
+
+# ---------------------------------------------------------------- the quiet log
+
+
+def test_metaschedule_log_goes_to_the_file(tmp_path, capsys):
+    log = tmp_path / "logs" / "tuning.log"
+    with tuning._quiet(log, redirect_fds=False):
+        logging.getLogger("tvm.s_tir.meta_schedule.task_scheduler").info("Trial #1: GFLOPs: 123")
+        logging.getLogger("tvm.s_tir.meta_schedule").warning("a warning")
+    out = capsys.readouterr()
+    assert "Trial #1" not in out.out + out.err and "a warning" not in out.out + out.err
+    text = log.read_text()
+    assert "Trial #1: GFLOPs: 123" in text and "a warning" in text
+    # afterwards MetaSchedule's logger is as it was
+    assert logging.getLogger("tvm.s_tir.meta_schedule").propagate
+
+
+def test_clear_screen_requests_are_dropped(tmp_path):
+    logger = logging.getLogger("helpers-test-clear")
+    logger.propagate = False
+    handler = logging.FileHandler(tmp_path / "x.log")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    f = tuning._log_func(logger)
+    f(-1, "task_scheduler.cc", 1, "")  # MetaSchedule's "clear the notebook output": ignored
+    f(logging.INFO, "task_scheduler.cc", 2, "hello")
+    handler.close()
+    assert (tmp_path / "x.log").read_text().strip() == "[task_scheduler.cc:2] hello"
+
+
+# ---------------------------------------------------------------- a real (CPU) tuning run
+
+
+@pytest.mark.skipif(not os.environ.get("COURSE_SLOW_TESTS"),
+                    reason="about a minute on a small CPU: set COURSE_SLOW_TESTS=1 to run it")
+def test_tune_on_cpu_end_to_end(small, tmp_path, capfd):
+    """The whole loop on an LLVM target: progress bar, log file, database, replay, resume."""
+    run = tuning.tune(small, tmp_path, trials=4, trials_per_iter=4, space="llvm", minutes=10)
+    out = capfd.readouterr()
+    assert run.trials == 4 and not run.stopped_for_time
+    assert "tuning" in out.out + out.err  # the progress bar
+    assert "Trial #" not in out.out + out.err  # MetaSchedule's per-trial log lines are not
+    assert "Trial #" in run.log_file.read_text()  # ... they are in the file
+    assert run.log_file == tmp_path / "logs" / "tuning.log"
+    assert run.best is not None and tuning.replay(tmp_path, small).records == run.best.records
+    again = tuning.tune(small, tmp_path, trials=4, trials_per_iter=4, space="llvm")  # resumes
+    assert again.best.records >= run.best.records
