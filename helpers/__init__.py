@@ -6,10 +6,11 @@ charts and tuning. Schedules are the lesson, so they live in the notebooks, neve
     m = nb.measure("vector add", sch, [a, b, c], a + b, bytes=3 * a.nbytes)
 """
 
-from .bench import Measurement, Session, WrongResult, check_args, cublas_time, relative_error, run, start, time_function
+from .bench import (Measurement, Session, WrongResult, check_args, cublas_time, recorded_measurements, relative_error,
+                    run, start, time_function)
 from .env import (DEFAULT_ARCH, GpuSpec, arch_constants, device, dram_gbps, gpu_available, listing_target,
                   local_gpu_spec, make_target, require_tensor_cores)
-from .kernels import build, cuda_source, nvcc_path, occupancy, ptx, ptxas_report, require_divides
+from .kernels import build, cuda_listing, cuda_source, nvcc_path, occupancy, ptx, ptxas_report, require_divides
 from .plots import heatmap, roofline, sweep, table, text_table, versus_baseline
 from .records import RecordError
 from .tuning import (Samples, TunedKernel, TuningRun, candidate_features, database_dir, design_spaces, make_space, matmul_workload, open_database, replay, sample_candidates, top_kernels, tune)

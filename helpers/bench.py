@@ -303,6 +303,15 @@ class Session:
         return Measurement.from_record(entry) if entry else None
 
 
+def recorded_measurements(notebook: str, gpu: str | None = None) -> list[Measurement]:
+    """Every measurement a notebook recorded on `gpu` (a results folder name; default: the
+    recorded GPU), falling back to the recorded GPU's; [] when there are none."""
+    data = records.load(records.results_path(notebook, gpu))
+    if data is None and gpu is not None:
+        data = records.load(records.results_path(notebook))
+    return [Measurement.from_record(e) for e in data["measurements"].values()] if data else []
+
+
 def start(notebook: str) -> Session:
     """Open a notebook's session and print its banner line."""
     return Session(notebook)

@@ -62,6 +62,29 @@ def cuda_source(kernel, target=None, full: bool = False) -> str:
     return body.strip() + "\n"
 
 
+
+def cuda_listing(kernel, lines: int = 40, target=None) -> str:
+    """The generated CUDA, shortened to read (see `fold_repeated_lines`)."""
+    return fold_repeated_lines(cuda_source(kernel, target), lines)
+
+
+def fold_repeated_lines(text: str, lines: int = 40) -> str:
+    """Show a run of consecutive lines that differ only in their numbers (unrolled code) as its
+    first line plus a count, and keep at most `lines` lines."""
+    out, prev = [], None
+    for line in text.splitlines():
+        shape = re.sub(r"\d+", "#", line)
+        if shape == prev:
+            out[-1][1] += 1
+        else:
+            out.append([line, 0])
+        prev = shape
+    folded = [line + (f"  // ... and {n} more like it" if n else "") for line, n in out]
+    if len(folded) > lines:
+        folded = folded[:lines] + [f"// ... ({len(folded) - lines} more lines)"]
+    return "\n".join(folded)
+
+
 def nvcc_path() -> str | None:
     """The CUDA compiler, if this machine has one."""
     return shutil.which("nvcc")

@@ -142,3 +142,10 @@ def test_cublas_baseline_when_torch_or_cupy_exists(results_dir):
     nb = bench.Session("03_matmul_local_blocking", quiet=True)
     m = nb.cublas_matmul(512, 512, 512, "float32", repeat=3)
     assert m.ok and m.tflops > 0.1
+
+
+def test_recorded_measurements_of_a_notebook(results_dir):
+    assert helpers.recorded_measurements("01_vector_add") == []
+    _write_record(results_dir, "01_vector_add", "vector add")
+    (m,) = helpers.recorded_measurements("01_vector_add", gpu="some-other-gpu")  # falls back to the recorded GPU
+    assert m.name == "vector add" and m.source == "recorded"

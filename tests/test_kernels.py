@@ -88,3 +88,14 @@ def test_runs_on_the_gpu(vector_add, vector_add_args):
     args, expected = vector_add_args
     out = helpers.run(vector_add, args)
     assert helpers.relative_error(out, expected) < 1e-6
+
+
+def test_unrolled_lines_fold_into_one():
+    text = "\n".join(["float acc[4];"] + [f"  acc[{i}] = acc[{i}] + a[{i}] * b;" for i in range(4)] + ["}"])
+    assert kernels.fold_repeated_lines(text).splitlines() == [
+        "float acc[4];", "  acc[0] = acc[0] + a[0] * b;  // ... and 3 more like it", "}"]
+    assert kernels.fold_repeated_lines(text, lines=1).splitlines() == ["float acc[4];", "// ... (2 more lines)"]
+
+
+def test_cuda_listing_is_the_folded_source(vector_add):
+    assert helpers.cuda_listing(vector_add) == kernels.fold_repeated_lines(helpers.cuda_source(vector_add))
