@@ -152,10 +152,16 @@ def run(kernel, args, target=None, out: int = -1):
     check_args(kernel, args)
     dev = env.device()
     ex = kernels.build(kernel, target)
+    return _launch_once(ex, dev, args, out)[out].numpy()
+
+
+def _launch_once(ex, dev, args, out: int) -> list:
+    """Copy the arguments to the GPU (the output poisoned), run the kernel once, wait for it;
+    return the device arrays, so the caller can read the output or time further runs."""
     dev_args = _to_device(args, dev, poison_index=out % len(args))
     ex.mod["main"](*dev_args)
     dev.sync()
-    return dev_args[out].numpy()
+    return dev_args
 
 
 def time_function(f, dev, args, repeat: int = 20, warmup: int = 2, min_repeat_ms: int = 20) -> list[float]:
@@ -251,9 +257,7 @@ class Session:
         else:
             dev = env.device()
             ex = kernels.build(kernel, self.target)
-            dev_args = _to_device(args, dev, poison_index=out % len(args))
-            ex.mod["main"](*dev_args)
-            dev.sync()
+            dev_args = _launch_once(ex, dev, args, out)
             err = None
             if callable(expected):
                 expected = expected()
