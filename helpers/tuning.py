@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -38,7 +39,8 @@ from tvm.script import tirx as T
 
 from . import env, records
 
-#: The design spaces `tune` knows. "cuda": MetaSchedule's default rules for CUDA cores.
+#: The named design spaces `tune` knows (a `space` may also be a schedule function: see
+#: `make_space`). "cuda": MetaSchedule's default rules for CUDA cores.
 #: "cuda-tensorcore": its default tensor-core rules (for a float16 matmul the WMMA rule applies
 #: first, so these sketches use WMMA). "cuda-mma": only the tensor-core rule built on
 #: mma.sync + ldmatrix with a cp.async software pipeline. "cuda-tensorcore-all": the union
@@ -118,15 +120,35 @@ def _as_module(func) -> tvm.IRModule:
 # ---------------------------------------------------------------- the search space
 
 
-def _check_space(space: str) -> None:
-    if space not in SPACES:
-        raise ValueError(f"unknown design space {space!r}: choose one of {', '.join(SPACES)}")
+def _check_space(space) -> None:
+    if callable(space):
+        return
+    if not isinstance(space, str) or space not in SPACES:
+        raise ValueError(f"unknown design space {space!r}: choose one of {', '.join(SPACES)}, "
+                         "or pass a schedule function (a template)")
 
 
-def make_space(space: str = "cuda"):
-    """The space generator: MetaSchedule's schedule rules, postprocessors and mutation
-    probabilities for `space` (one of SPACES)."""
+def _is_cuda_space(space) -> bool:
+    """Whether `space` only makes sense for a CUDA target (a template may target anything)."""
+    return isinstance(space, str) and space.startswith("cuda")
+
+
+def space_name(space) -> str:
+    """How logs and messages name a design space: its name, or the template function's name."""
+    return space if isinstance(space, str) else f"template {getattr(space, '__name__', type(space).__name__)}"
+
+
+def make_space(space="cuda"):
+    """The space generator for `space`: one of SPACES (MetaSchedule's schedule rules,
+    postprocessors and mutation probabilities), or a **template**: a function that schedules
+    the `Schedule` it is given, with `sch.sample_perfect_tile` / `sch.sample_categorical`
+    where a hand-written schedule would have a number. No schedule rules run on a template;
+    the target's default postprocessors (e.g. VerifyGPUCode) check each sample, and the
+    target's default mutators (e.g. MutateTileSize) vary its decisions."""
     _check_space(space)
+    if callable(space):
+        return ms.space_generator.ScheduleFn(space, sch_rules=[], postprocs="from-target",
+                                             mutator_probs="from-target")
     if space in ("cuda", "llvm"):
         return ms.space_generator.PostOrderApply(sch_rules=space, postprocs=space, mutator_probs=space)
     import tvm.s_tir.tensor_intrin.cuda  # noqa: F401  (registers the WMMA / mma intrinsics)
@@ -143,7 +165,7 @@ def make_space(space: str = "cuda"):
     return ms.space_generator.SpaceGeneratorUnion([wmma, mma], sch_rules=[], postprocs=tc, mutator_probs=tc)
 
 
-def _tuning_target(target, space: str) -> tvm.target.Target:
+def _tuning_target(target, space) -> tvm.target.Target:
     if target is None:
         if space == "llvm":
             return tvm.target.Target({"kind": "llvm", "num-cores": 1})
@@ -164,10 +186,11 @@ def _listing_target(target, space):
     return _tuning_target(target, space)
 
 
-def design_spaces(func, space: str = "cuda", target=None, seed: int = 0) -> list[tvm.s_tir.Schedule]:
+def design_spaces(func, space="cuda", target=None, seed: int = 0) -> list[tvm.s_tir.Schedule]:
     """The sketches MetaSchedule generates for `func`: each schedule rule applied in post-order
-    to every block, with its tile sizes and other decisions left to sampling. Needs no GPU
-    (the target defaults to LISTING_TARGET, an H100's limits)."""
+    to every block (or the template `space` applied once), with its tile sizes and other
+    decisions left to sampling. Needs no GPU (the target defaults to LISTING_TARGET, an H100's
+    limits)."""
     mod = _as_module(func)
     ctx = ms.TuneContext(mod, target=_listing_target(target, space), space_generator=make_space(space),
                          task_name="main", rand_state=seed, num_threads=1)
@@ -188,7 +211,7 @@ class Samples:
         return f"{len(self.valid)} of {self.tries} random samples passed the postprocessors (rejected: {why})"
 
 
-def sample_candidates(func, sketch, *, space: str = "cuda", tries: int = 20, seed: int = 0, target=None) -> Samples:
+def sample_candidates(func, sketch, *, space="cuda", tries: int = 20, seed: int = 0, target=None) -> Samples:
     """Fill the decisions of `sketch` (one of `design_spaces`) at random `tries` times and run
     the postprocessors on each, as the search does for its initial population. No GPU needed."""
     if isinstance(tries, bool) or not isinstance(tries, int) or tries <= 0:
@@ -427,28 +450,31 @@ class TuningRun:
         return head + f"; best in the database: {self.best.describe()}"
 
 
-def tune(func, work_dir, *, trials: int, minutes: float | None = None, space: str = "cuda", target=None,
+def tune(func, work_dir, *, trials: int, minutes: float | None = None, space="cuda", target=None,
          trials_per_iter: int = 32, seed: int | None = None, log_file=None, progress: bool = True,
          quiet_fds: bool = True, builder="local", runner="local", num_tuning_cores="physical",
-         warm_start: bool = True, build_timeout: float = 120.0) -> TuningRun:
+         warm_start: bool = True, build_timeout: float = 120.0, pass_config: dict | None = None) -> TuningRun:
     """Tune `func` (a PrimFunc) with MetaSchedule; the database goes to `work_dir`.
 
     trials: how many candidate kernels to measure at most; minutes: an optional time limit;
-    space: "cuda", "cuda-tensorcore" (the tensor-core rules) or "llvm"; trials_per_iter: the
+    space: one of SPACES or a template (see `make_space`); trials_per_iter: the
     candidates measured per round of evolutionary search. The log goes to `log_file` (default
-    `work_dir/logs/tuning.log`). A database already in `work_dir` is resumed.
+    `work_dir/logs/tuning.log`). A database already in `work_dir` is resumed. pass_config:
+    options every candidate is compiled with, e.g. {"tirx.use_async_copy": True} for a
+    template whose software pipeline copies with cp.async (notebook 05).
     """
     _check_budget(trials, trials_per_iter, minutes)
     _check_space(space)
+    _check_pass_config(pass_config)
     mod = _as_module(func)
     tgt = _tuning_target(target, space)
     if tgt.kind.name == "cuda" and runner == "local":
         if not env.gpu_available():
             raise RuntimeError("tuning measures every candidate kernel on a GPU, and no CUDA GPU is visible: "
                                "replay a committed database instead (helpers.replay)")
-        if space.startswith("cuda-"):
+        if _is_cuda_space(space) and space != "cuda":
             env.require_tensor_cores(env.local_gpu_spec())
-    if space.startswith("cuda") and tgt.kind.name != "cuda":
+    if _is_cuda_space(space) and tgt.kind.name != "cuda":
         raise ValueError(f"the design space {space!r} needs a CUDA target, got {tgt.kind.name!r}")
     work_dir = Path(work_dir)
     if work_dir.exists() and not work_dir.is_dir():
@@ -475,7 +501,8 @@ def tune(func, work_dir, *, trials: int, minutes: float | None = None, space: st
         if builder == "local":
             # each round starts fresh worker processes that import TVM's tensor intrinsics
             # (seconds each): the default 30 s timeout is too tight on a busy machine
-            builder = ms.builder.LocalBuilder(timeout_sec=build_timeout)
+            builder = ms.builder.LocalBuilder(timeout_sec=build_timeout, f_build=functools.partial(
+                _build_with, dict(pass_config)) if pass_config else None)
         scheduler = _ffi_api.TaskSchedulerGradientBased(_log_func(logging.getLogger(f"{_MS_LOGGER}.helpers_scheduler")),
                                                         0.2, 3, -1)
         callbacks = list(ms.MeasureCallback.create("default")) + [_ProgressCallback(state)]
@@ -492,6 +519,28 @@ def tune(func, work_dir, *, trials: int, minutes: float | None = None, space: st
     return TuningRun(work_dir=work_dir, log_file=log_file, trials=state.measured,
                      failed=state.build_errors + state.run_errors, seconds=time.monotonic() - start,
                      stopped_for_time=state.stopped_for_time, best=best)
+
+
+def _check_pass_config(pass_config) -> None:
+    if pass_config is None:
+        return
+    if not isinstance(pass_config, dict):
+        raise TypeError(f"pass_config must be a dict of compiler options, got {type(pass_config).__name__}")
+    try:
+        tvm.transform.PassContext(config=pass_config)
+    except Exception as err:  # an unknown option: TVM names it
+        why = str(err).strip().splitlines()[-1].split(" candidates are")[0]
+        raise ValueError(f"pass_config is not accepted by TVM: {why} "
+                         "(tvm.transform.PassContext.list_configs() lists the options)") from None
+
+
+def _build_with(pass_config: dict, mod, target, params):
+    """MetaSchedule's default build of one candidate, under `pass_config` (runs in a builder
+    worker process, which imports this module to find it)."""
+    from tvm.s_tir.meta_schedule.builder.local_builder import default_build
+
+    with tvm.transform.PassContext(config=pass_config):
+        return default_build(mod, target, params)
 
 
 def _warm_start(cost_model, ctx, database, mod, limit: int = 200) -> int:

@@ -1,8 +1,9 @@
 """helpers.tuning without a GPU: budget checks, databases, replay, and the quiet log."""
 
+import functools
 import logging
-import os
 import math
+import os
 
 import pytest
 import tvm
@@ -64,6 +65,16 @@ def test_unknown_space(small, tmp_path):
         tuning.tune(small, tmp_path, trials=4, space="cuda-fast")
 
 
+def test_unknown_compiler_option_is_named(small, tmp_path):
+    with pytest.raises(ValueError, match="Invalid config option 'tirx.use_async_cpy'"):
+        tuning.tune(small, tmp_path / "w", trials=4, space="llvm", target={"kind": "llvm"},
+                    pass_config={"tirx.use_async_cpy": True})
+    assert not (tmp_path / "w").exists()
+    with pytest.raises(TypeError, match="pass_config must be a dict"):
+        tuning.tune(small, tmp_path / "w", trials=4, space="llvm", target={"kind": "llvm"},
+                    pass_config=["tirx.use_async_copy"])
+
+
 def test_schedule_is_not_a_workload(small, tmp_path):
     with pytest.raises(TypeError, match="not a Schedule"):
         tuning.tune(tvm.s_tir.Schedule(small), tmp_path, trials=4)
@@ -84,6 +95,50 @@ def test_workload_shape_checked():
 
 def test_workload_keeps_noalias(small):
     assert bool(small.attrs["tirx.noalias"])
+
+
+# ---------------------------------------------------------------- templates
+
+
+def _tile_template(sch):
+    """A template for the CPU: the i loop split by a sampled factor, the inner part vectorised."""
+    i, _, _ = sch.get_loops(sch.get_sblock("C"))
+    _, inner = sch.split(i, sch.sample_perfect_tile(i, n=2, max_innermost_factor=8))
+    sch.parallel(_)
+
+
+def test_a_template_is_a_space_with_its_own_samples(small):
+    assert isinstance(tuning.make_space(_tile_template), ms.space_generator.ScheduleFn)
+    assert tuning.space_name(_tile_template) == "template _tile_template"
+    cpu = {"kind": "llvm", "num-cores": 1}
+    (sketch,) = tuning.design_spaces(small, _tile_template, target=cpu)
+    (inst,) = [i for i in sketch.trace.insts if i.kind.name == "SamplePerfectTile"]
+    samples = tuning.sample_candidates(small, sketch, space=_tile_template, tries=12, target=cpu)
+    assert len(samples.valid) == 12  # nothing for the CPU postprocessors to reject
+    factors = {tuple(int(x) for x in s.trace.decisions[next(i for i in s.trace.insts if i.kind.name == "SamplePerfectTile")])
+               for s in samples.valid}
+    assert len(factors) > 1 and all(a * b == 64 and b <= 8 for a, b in factors)  # 64 rows, sampled splits
+
+
+@pytest.mark.skipif(helpers.gpu_available(), reason="checks the refusal without a GPU")
+def test_tuning_a_template_for_cuda_needs_a_gpu(small, tmp_path):
+    with pytest.raises(RuntimeError, match="no CUDA GPU is visible"):
+        tuning.tune(small, tmp_path, trials=4, space=_tile_template)
+
+
+def test_candidates_compile_under_pass_config(small, monkeypatch):
+    """The builder worker compiles each candidate inside a PassContext holding pass_config."""
+    import cloudpickle
+    from tvm.s_tir.meta_schedule.builder import local_builder
+
+    seen = {}
+    monkeypatch.setattr(local_builder, "default_build",
+                        lambda mod, target, params: seen.update(tvm.transform.PassContext.current().config))
+    tuning._build_with({"tirx.use_async_copy": True}, tuning._as_module(small), tvm.target.Target("llvm"), None)
+    assert bool(seen["tirx.use_async_copy"])
+    # the worker process receives the build function by reference: it must survive pickling
+    f = cloudpickle.loads(cloudpickle.dumps(functools.partial(tuning._build_with, {"tirx.use_async_copy": True})))
+    assert f.func is tuning._build_with
 
 
 # ---------------------------------------------------------------- databases
@@ -193,3 +248,14 @@ def test_tune_on_cpu_end_to_end(small, tmp_path, capfd):
     assert run.best is not None and tuning.replay(tmp_path, small).records == run.best.records
     again = tuning.tune(small, tmp_path, trials=4, trials_per_iter=4, space="llvm")  # resumes
     assert again.best.records >= run.best.records
+
+
+@pytest.mark.skipif(not os.environ.get("COURSE_SLOW_TESTS"),
+                    reason="about a minute on a small CPU: set COURSE_SLOW_TESTS=1 to run it")
+def test_tune_a_template_on_cpu(small, tmp_path):
+    """A template searched end to end, its candidates compiled under a pass_config."""
+    run = tuning.tune(small, tmp_path, trials=4, trials_per_iter=4, space=_tile_template,
+                      target={"kind": "llvm", "num-cores": 1}, pass_config={"tirx.disable_vectorize": True})
+    assert run.trials == 4 and run.failed == 0
+    (decision,) = [d for inst, d in run.best.trace.decisions.items() if inst.kind.name == "SamplePerfectTile"]
+    assert int(decision[0]) * int(decision[1]) == 64

@@ -2,10 +2,15 @@
 
     python gpu/experiments/06_tune.py --kind fp32 --minutes 8 --work-dir DIR
     python gpu/experiments/06_tune.py --kind fp16 --minutes 8 --work-dir DIR
+    python gpu/experiments/06_tune.py --kind fp32 --template --minutes 8 --work-dir DIR
     python gpu/experiments/06_tune.py --kind fp32 --dry            # no GPU: sketches, postprocs, build
 
+--template searches the design space of the notebook's template (`fp32_template` or
+`fp16_template`, read from notebook 06 itself, so the database comes from exactly the code the
+notebook shows) instead of MetaSchedule's schedule rules.
+
 The database (database_workload.json, database_tuning_record.json) is written to --work-dir
-(default notebooks/results/<gpu-slug>/tuning/matmul_<kind>_<n>); a database already there is
+(default notebooks/results/<gpu-slug>/tuning/matmul_<kind>_<n>[_template]); a database already there is
 resumed, so a long tuning can be spread over several runs. The whole run (tuning, then checking
 and timing the best records) ends within --minutes. MetaSchedule's log goes to --log-file
 (default /tmp/06_tune_<kind>.log), not to the screen.
@@ -47,6 +52,8 @@ def parse(argv=None):
     ap.add_argument("--minutes", type=float, default=8.0, help="time limit of the whole run")
     ap.add_argument("--per-iter", type=int, default=64, help="candidates per round of the search")
     ap.add_argument("--space", choices=tuning.SPACES, default=None, help="design space (default by kind)")
+    ap.add_argument("--template", action="store_true", help="search notebook 06's template for this kind "
+                    "(<kind>_template) instead of the schedule rules")
     ap.add_argument("--work-dir", type=Path, default=None)
     ap.add_argument("--log-file", type=Path, default=None)
     ap.add_argument("--top", type=int, default=5, help="records to rebuild, check and time at the end")
@@ -78,9 +85,31 @@ def tuning_target(base, max_smem_kb):
     return tvm.target.Target(attrs)
 
 
-def default_work_dir(kind: str, n: int) -> Path:
+def default_work_dir(kind: str, n: int, template: bool) -> Path:
     gpu = helpers.local_gpu_spec().name if helpers.gpu_available() else None
-    return tuning.database_dir(f"matmul_{kind}_{n}", gpu)
+    return tuning.database_dir(f"matmul_{kind}_{n}" + ("_template" if template else ""), gpu)
+
+
+#: The templates' software pipelines copy with cp.async, which this compiler option turns on
+#: (notebook 05); every candidate of a template, and its final check, is compiled with it.
+PASS_CONFIG = {"tirx.use_async_copy": True}
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "06_metaschedule_tuning.ipynb"
+
+
+def notebook_template(name: str):
+    """The schedule function `name` as notebook 06 defines it: the code cell holding
+    `def name(` is run on its own (it may use tvm, s_tir and helpers)."""
+    import tvm
+    from tvm import s_tir
+
+    cells = ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+    found = [c for c in cells if f"def {name}(" in c]
+    if len(found) != 1:
+        raise LookupError(f"{NOTEBOOK.name} has {len(found)} code cells defining {name}: expected one")
+    namespace = {"tvm": tvm, "s_tir": s_tir, "helpers": helpers}
+    exec(compile(found[0], f"{NOTEBOOK.name}:{name}", "exec"), namespace)  # noqa: S102 (our own notebook)
+    return namespace[name]
 
 
 def dry(args, func, space) -> int:
@@ -95,7 +124,7 @@ def dry(args, func, space) -> int:
                          space_generator=gen,
                          task_name="main", rand_state=args.seed if args.seed is not None else 1, num_threads=1)
     spaces = list(ctx.generate_design_space())
-    print(f"{len(spaces)} design space(s) for {args.kind} with {space!r} ({time.time() - t:.1f} s)")
+    print(f"{len(spaces)} design space(s) for {args.kind} with {tuning.space_name(space)} ({time.time() - t:.1f} s)")
     listing = helpers.listing_target()
     failures, unbuilt = 0, 0
     for i, sketch in enumerate(spaces):
@@ -130,7 +159,7 @@ def dry(args, func, space) -> int:
             print(f"  sketch {i} ({', '.join(kinds)}): no sample passed the postprocessors ({rejected})")
     if unbuilt == len(spaces):
         failures += 1  # (one sketch whose random samples all fail is normal: the search favours the others)
-    work = args.work_dir or default_work_dir(args.kind, args.n)
+    work = args.work_dir or default_work_dir(args.kind, args.n, args.template)
     if (work / tuning.RECORD_FILE).exists():
         try:
             best = tuning.replay(work, func)
@@ -196,6 +225,11 @@ def main(argv=None) -> int:
     t0 = time.time()
     dtype, acc, trans_b, default_space, blas_dtype, tol, smem = KINDS[args.kind]
     space = args.space or default_space
+    if args.template:
+        if args.space:
+            print("--template and --space exclude each other", file=sys.stderr)
+            return 2
+        space = notebook_template(f"{args.kind}_template")
     if args.max_smem_kb is None:
         args.max_smem_kb = smem
     n = args.n
@@ -208,10 +242,11 @@ def main(argv=None) -> int:
     import tvm
 
     spec = helpers.local_gpu_spec()
-    work = args.work_dir or default_work_dir(args.kind, n)
+    work = args.work_dir or default_work_dir(args.kind, n, args.template)
     log_file = args.log_file or Path(f"/tmp/06_tune_{args.kind}.log")
     flop = 2.0 * n * n * n
-    print(f"GPU {spec.name}; tuning {args.kind} {n}^3 with {space!r} into {work}; log in {log_file}", flush=True)
+    print(f"GPU {spec.name}; tuning {args.kind} {n}^3 with {tuning.space_name(space)} into {work}; log in {log_file}",
+          flush=True)
     before = 0
     if (work / tuning.RECORD_FILE).exists():
         before = len((work / tuning.RECORD_FILE).read_text().splitlines())
@@ -231,7 +266,8 @@ def main(argv=None) -> int:
             target = tuning_target(helpers.make_target(), args.max_smem_kb)
             print(f"target: {target}", flush=True)
             run = tuning.tune(func, work, trials=args.trials, minutes=tune_minutes, space=space, target=target,
-                              trials_per_iter=args.per_iter, seed=args.seed, log_file=log_file)
+                              trials_per_iter=args.per_iter, seed=args.seed, log_file=log_file,
+                              pass_config=PASS_CONFIG if args.template else None)
             print(run, flush=True)
         except Exception:  # noqa: BLE001
             print("tuning failed:\n" + traceback.format_exc()[-3000:], flush=True)
@@ -255,7 +291,8 @@ def main(argv=None) -> int:
     for rank, k in enumerate(tops, 1):
         name = f"MetaSchedule #{rank} (tuning: {k.tuning_ms:.4f} ms)"
         try:
-            ex = helpers.build(k.sch)
+            with tvm.transform.PassContext(config=PASS_CONFIG if args.template else {}):
+                ex = helpers.build(k.sch)
             args_dev = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev),
                         tvm.runtime.tensor(np.full((n, n), np.nan, dtype=acc), dev)]
             ex.mod["main"](*args_dev)

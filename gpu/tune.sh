@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Tune on the GPU machine (after .gpu/3/device.sh install), from the repo root, resumably:
+#   bash gpu/tune.sh fp32 --template --minutes 9      # any further options go to 06_tune.py
+# The database lives in /tmp/tune/<name> while the machine stays warm, so back-to-back calls
+# continue one search; the first call seeds it from the committed database, if there is one.
+# Each call packs the database, MetaSchedule's log and this run's output (headed by the GPU,
+# date, TVM version and command) into $OUT/tuned-<name>.tgz for the developer's machine.
+set -uo pipefail
+source /tmp/tvm-site/env.sh
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+kind=$1; shift
+name=matmul_${kind}_4096
+[[ " $* " == *" --template "* ]] && name=${name}_template
+slug=$(python3 -c "import helpers; print(helpers.records.gpu_slug(helpers.local_gpu_spec().name))")
+work=/tmp/tune/$name
+committed=notebooks/results/$slug/tuning/$name
+if [[ ! -d $work && -d $committed ]]; then mkdir -p "$work" && cp -r "$committed/." "$work/"; fi
+mkdir -p "$work/logs"
+command="python3 gpu/experiments/06_tune.py --kind $kind $* --work-dir $work"
+out=$work/logs/06_tune_$kind-$(date -u +%H%M).txt
+{
+  echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(date -u +%F)," \
+       "apache-tvm $(python3 -c 'import tvm; print(tvm.__version__)'); device run $(date -u +%H:%M) UTC: $command"
+  $command --log-file "$work/logs/metaschedule.log" 2>&1
+} | tee "$out"
+status=${PIPESTATUS[0]}
+tar czf "${OUT:-.}/tuned-$name.tgz" -C /tmp/tune "$name"
+exit "$status"
