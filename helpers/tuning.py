@@ -382,6 +382,26 @@ def _in_notebook() -> bool:
     return type(sys.stdout).__module__.startswith("ipykernel")
 
 
+_IPYTHON_CHECK = "s_tir.meta_schedule.using_ipython"
+_ipython_original = None  # MetaSchedule's own check, kept when ours replaces it
+_quiet_depth = 0
+
+
+def _using_ipython() -> bool:
+    return False if _quiet_depth else bool(_ipython_original and _ipython_original())
+
+
+def _install_ipython_check() -> None:
+    """In a notebook MetaSchedule displays its task table (a pandas DataFrame) after every round,
+    beside the progress bar. Its C++ side asks the global function `_IPYTHON_CHECK` whether it
+    runs in IPython: while `_quiet` is active the answer is no, so the table goes to the log
+    file; otherwise MetaSchedule's own answer is passed on."""
+    global _ipython_original
+    if _ipython_original is None:
+        _ipython_original = tvm_ffi.get_global_func(_IPYTHON_CHECK, allow_missing=True) or (lambda: False)
+        tvm_ffi.register_global_func(_IPYTHON_CHECK, _using_ipython, override=True)
+
+
 @contextlib.contextmanager
 def _quiet(log_file: Path, redirect_fds: bool):
     """Send MetaSchedule's Python loggers, and (optionally) everything C++ code and the worker
@@ -397,6 +417,9 @@ def _quiet(log_file: Path, redirect_fds: bool):
     ms_logger.addHandler(handler)
     ms_logger.setLevel(logging.DEBUG)
     ms_logger.propagate = False
+    global _quiet_depth
+    _install_ipython_check()
+    _quiet_depth += 1
     saved_fds = []
     screen = sys.stdout
     try:
@@ -414,6 +437,7 @@ def _quiet(log_file: Path, redirect_fds: bool):
             os.close(target)
         yield screen
     finally:
+        _quiet_depth -= 1
         for fd, copy in saved_fds:
             os.dup2(copy, fd)
             os.close(copy)

@@ -218,6 +218,23 @@ def test_metaschedule_log_goes_to_the_file(tmp_path, capsys):
     assert logging.getLogger("tvm.s_tir.meta_schedule").propagate
 
 
+def test_task_table_goes_to_the_log_not_the_notebook(tmp_path, monkeypatch):
+    """In a notebook MetaSchedule would display a table after every round; inside `_quiet`
+    the check it asks says "not IPython", and outside it passes on MetaSchedule's answer."""
+    import tvm_ffi
+
+    def check():
+        return tvm_ffi.get_global_func(tuning._IPYTHON_CHECK)()
+
+    with tuning._quiet(tmp_path / "x.log", redirect_fds=False):
+        pass  # installs the check
+    monkeypatch.setattr(tuning, "_ipython_original", lambda: True)  # as in a notebook
+    assert check() is True
+    with tuning._quiet(tmp_path / "x.log", redirect_fds=False):
+        assert check() is False
+    assert check() is True
+
+
 def test_clear_screen_requests_are_dropped(tmp_path):
     logger = logging.getLogger("helpers-test-clear")
     logger.propagate = False
