@@ -143,8 +143,8 @@ def dram_gbps(name: str) -> float:
         if key.lower() in name.lower():
             return float(gbps)
     raise ValueError(
-        f"unknown GPU {name!r}: its DRAM bandwidth is not in helpers' table and neither "
-        "cuda-bindings nor cupy is installed to ask the driver. Measure it with notebook 00's copy kernel."
+        f"unknown GPU {name!r}: its DRAM bandwidth is not in helpers' table and no library of "
+        "the driver answered (through cuda-bindings, cupy or NVML). Measure it with notebook 00's copy kernel."
     )
 
 
@@ -165,6 +165,26 @@ def _dram_from_driver() -> float | None:
         props = cupy.cuda.runtime.getDeviceProperties(0)
         if props.get("memoryClockRate") and props.get("memoryBusWidth"):
             return 2 * props["memoryClockRate"] * 1e3 * props["memoryBusWidth"] / 8 / 1e9
+    except Exception:
+        pass
+    return _dram_from_nvml()
+
+
+def _dram_from_nvml() -> float | None:
+    """The same product from NVML, the driver's management library (nvidia-ml-py, a pinned
+    dependency): it needs only the driver, so it answers on any NVIDIA machine."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            mhz = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM)
+            bits = pynvml.nvmlDeviceGetMemoryBusWidth(handle)
+        finally:
+            pynvml.nvmlShutdown()
+        if mhz and bits:
+            return 2 * mhz * 1e6 * bits / 8 / 1e9
     except Exception:
         pass
     return None

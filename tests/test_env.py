@@ -1,3 +1,6 @@
+import sys
+import types
+
 import pytest
 import tvm
 
@@ -20,6 +23,26 @@ def test_unknown_gpu_has_no_peaks():
                           dram_gbps=100, l2_bytes=0, shared_memory_per_block=0, global_memory_bytes=0)
     with pytest.raises(ValueError, match=r"unknown GPU 'Imaginary X1' \(compute capability 4.2\)"):
         odd.peak_fp32_tflops
+
+
+def test_bandwidth_from_nvml(monkeypatch):
+    """Without cuda-bindings or cupy, NVML's memory clock and bus width give the bandwidth:
+    an H100 SXM reports 2619 MHz and 5120 bits, the 3352 GB/s of its data sheet."""
+    calls = []
+    fake = types.SimpleNamespace(
+        NVML_CLOCK_MEM=2, nvmlInit=lambda: calls.append("init"), nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlDeviceGetHandleByIndex=lambda i: "gpu0",
+        nvmlDeviceGetMaxClockInfo=lambda h, kind: 2619 if kind == 2 else 1980,
+        nvmlDeviceGetMemoryBusWidth=lambda h: 5120)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    assert env._dram_from_nvml() == pytest.approx(3352.3, abs=0.1)
+    assert calls == ["init", "shutdown"]
+
+    def no_driver():
+        raise RuntimeError("NVML: driver not loaded")
+
+    fake.nvmlInit = no_driver
+    assert env._dram_from_nvml() is None  # no driver: the table by name takes over
 
 
 def test_unknown_gpu_bandwidth_is_refused_by_name(monkeypatch):
