@@ -23,6 +23,8 @@ DPI = 110
 
 def figure_functions():
     """(name, function) for every draw_* function in every figures_*.py module, sorted."""
+    if str(HERE) not in sys.path:  # the figure modules share images/palette.py
+        sys.path.insert(0, str(HERE))
     found = []
     for path in sorted(HERE.glob("figures_*.py")):
         spec = importlib.util.spec_from_file_location(path.stem, path)

@@ -11,12 +11,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
-SM_COLOR = "#4C72B0"
-WARP_COLOR = "#DD8452"
-SMEM_COLOR = "#55A868"
+from palette import BLUE as SM_COLOR, GREEN as SMEM_COLOR, ORANGE as WARP_COLOR, RED as REG_COLOR
+
 L2_COLOR = "#8172B2"
 DRAM_COLOR = "#937860"
-REG_COLOR = "#C44E52"
 GREY = "#6b6b6b"
 
 

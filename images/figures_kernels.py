@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle
 
 BLOCK_COLORS = ["#8ecae6", "#ffb703", "#90be6d", "#f28482"]
-GREY = "#d9d9d9"
+from palette import LIGHT_GREY as GREY
 INK = "#222222"
 
 

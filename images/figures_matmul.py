@@ -9,11 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-GREY = "#d9d9d9"
-A_COL = "#4c72b0"
-B_COL = "#dd8452"
-C_COL = "#55a868"
-HOT = "#c44e52"
+from palette import BLUE as A_COL, GREEN as C_COL, LIGHT_GREY as GREY, ORANGE as B_COL, RED as HOT
 
 
 def _grid(ax, x0, y0, rows, cols, cell, color="white", edge="#999999", lw=0.5):

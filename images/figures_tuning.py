@@ -8,10 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-CPU = "#4c72b0"
-GPU = "#55a868"
-DATA = "#dd8452"
-MODEL = "#8172b3"
+from palette import BLUE as CPU, GREEN as GPU, ORANGE as DATA, PURPLE as MODEL
 
 
 def _node(ax, x, y, w, h, color, title, body):
