@@ -76,6 +76,8 @@ def matmul_workload(M: int, N: int, K: int, dtype: str = "float32", acc_dtype: s
     def b_at(B, vj, vk):
         return B[vj, vk] if transpose_b else B[vk, vj]
 
+    # Two bodies, not one with casts that happen to be no-ops: a cast is part of the workload's
+    # structure, so an fp32 workload with casts would match no committed fp32 database.
     if acc == dtype:
 
         @T.prim_func(s_tir=True)

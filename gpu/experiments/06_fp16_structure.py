@@ -39,16 +39,8 @@ def load_tune_script():
 
 
 def variant_schedule(tune06, edits, func):
-    import json
-
-    cells = ["".join(c["source"]) for c in json.loads(tune06.NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
-    (src,) = [c for c in cells if "def fp16_template(" in c]
-    for old, new in edits.items():
-        assert src.count(old) == 1, old
-        src = src.replace(old, new)
-    ns = {"tvm": tvm, "helpers": helpers}
-    exec(compile(src, "fp16_template variant", "exec"), ns)  # noqa: S102 (our own notebook, edited above)
-    sketch = helpers.design_spaces(func, ns["fp16_template"])[0]
+    template = tune06.notebook_template("fp16_template", edits)
+    sketch = helpers.design_spaces(func, template)[0]
     picks = iter(TILES)
     decisions = {i: next(picks) for i in sketch.trace.insts if i.kind.name == "SamplePerfectTile"}
     # a Schedule may rewrite the module it is given in place: give it a copy

@@ -97,9 +97,10 @@ PASS_CONFIG = {"tirx.use_async_copy": True}
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "06_metaschedule_tuning.ipynb"
 
 
-def notebook_template(name: str):
+def notebook_template(name: str, edits: dict | None = None):
     """The schedule function `name` as notebook 06 defines it: the code cell holding
-    `def name(` is run on its own (it may use tvm, s_tir and helpers)."""
+    `def name(` is run on its own (it may use tvm, s_tir and helpers). `edits` (old text: new
+    text, each old text found exactly once) makes a variant of it, for experiments."""
     import tvm
     from tvm import s_tir
 
@@ -107,8 +108,13 @@ def notebook_template(name: str):
     found = [c for c in cells if f"def {name}(" in c]
     if len(found) != 1:
         raise LookupError(f"{NOTEBOOK.name} has {len(found)} code cells defining {name}: expected one")
+    src = found[0]
+    for old, new in (edits or {}).items():
+        if src.count(old) != 1:
+            raise ValueError(f"{name} in {NOTEBOOK.name} holds {old!r} {src.count(old)} times: expected once")
+        src = src.replace(old, new)
     namespace = {"tvm": tvm, "s_tir": s_tir, "helpers": helpers}
-    exec(compile(found[0], f"{NOTEBOOK.name}:{name}", "exec"), namespace)  # noqa: S102 (our own notebook)
+    exec(compile(src, f"{NOTEBOOK.name}:{name}", "exec"), namespace)  # noqa: S102 (our own notebook)
     return namespace[name]
 
 
