@@ -1,0 +1,58 @@
+"""Where do the fp16 tensor-core kernels of notebook 06 spend their time? (run under Nsight Compute)
+
+Builds notebook 06's WMMA template at notebook 05's tiles and the best mma.sync variant of
+06_mma.py, checks each against a float64 reference, and launches each a few times, so that
+ncu can profile one launch of each:
+
+    ncu --launch-skip 2 --launch-count 1 --kernel-name matmul_kernel \\
+        --section SpeedOfLight --section WarpStateStats --section Occupancy \\
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \\
+        python3 gpu/experiments/06_profile.py wmma
+    (the same with `mma`)
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import tvm
+
+import helpers
+from helpers import tuning
+
+N = 4096
+
+
+def load(script):
+    spec = importlib.util.spec_from_file_location(script.replace(".py", ""), Path(__file__).with_name(script))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main(which: str) -> int:
+    func = tuning.matmul_workload(N, N, N, "float16", "float32")
+    mma06 = load("06_mma.py")
+    if which == "wmma":
+        sch = mma06.wmma_reference(func)
+    else:
+        mod = tvm.ir.load_json(tvm.ir.save_json(tuning._as_module(func)))
+        sch = mma06.mma_schedule(tvm.s_tir.Schedule(mod), *mma06.VARIANTS["2x4 warps of 64x64, k tile 64"])
+    with tvm.transform.PassContext(config={"tirx.use_async_copy": True}):
+        ex = helpers.build(sch)
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (N, N)).astype("float16")
+    b = rng.uniform(-1, 1, (N, N)).astype("float16")
+    dev = helpers.device()
+    args = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev), tvm.runtime.tensor(np.zeros((N, N), "float32"), dev)]
+    for _ in range(4):
+        ex.mod["main"](*args)
+    dev.sync()
+    ref = a[:256].astype("float64") @ b.astype("float64")
+    print(f"{which}: relative error on the first 256 rows {helpers.relative_error(args[2].numpy()[:256], ref):.1e}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "wmma"))
