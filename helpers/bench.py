@@ -40,6 +40,7 @@ class Measurement:
     dtype: str | None = None
     params: dict | None = None
     command: str | None = None
+    on_cpu: bool = False  # a CPU baseline timed on the GPU machine's host, not on the GPU
 
     @property
     def tflops(self) -> float | None:
@@ -67,9 +68,10 @@ class Measurement:
         return ", ".join(parts)
 
     def label(self) -> str:
+        where = f"the CPU of the {self.gpu} machine" if self.on_cpu else self.gpu
         if self.source == "live":
-            return f"live on {self.gpu}"
-        return f"recorded on {self.gpu}, {self.date}, TVM {self.tvm}"
+            return f"live on {where}"
+        return f"recorded on {where}, {self.date}, TVM {self.tvm}"
 
     def __str__(self) -> str:
         if self.source == "missing":
@@ -293,7 +295,8 @@ class Session:
         return m
 
     def record(self, name: str, ms: float, **kw) -> Measurement:
-        """Keep a live number measured by other means (e.g. torch) beside the kernels'."""
+        """Keep a live number measured by other means (e.g. torch) beside the kernels'; pass
+        `on_cpu=True` for one timed on the host CPU, so its label does not claim the GPU."""
         if not self.live:
             return self._recorded(name)
         return self._finish(self._new(name, ms, **kw))

@@ -106,6 +106,16 @@ def test_table_reads_as_plain_text():
     assert "10%" in lines[2] and "100%" in lines[3] and "1.0e-07" in lines[2]
 
 
+def test_a_cpu_baseline_does_not_claim_the_gpu():
+    gpu = dict(gpu="NVIDIA H100 80GB HBM3", date="2026-11-22", tvm="0.27.0.post1")
+    cpu = helpers.Measurement("NumPy", ms=100.0, on_cpu=True, **gpu)
+    kernel = helpers.Measurement("kernel", ms=1.0, **gpu)
+    assert str(cpu).endswith("[live on the CPU of the NVIDIA H100 80GB HBM3 machine]")
+    assert str(kernel).endswith("[live on NVIDIA H100 80GB HBM3]")
+    recorded = helpers.Measurement.from_record(cpu.to_record())
+    assert recorded.label() == "recorded on the CPU of the NVIDIA H100 80GB HBM3 machine, 2026-11-22, TVM 0.27.0.post1"
+
+
 @needs_gpu
 def test_live_measure_checks_then_times(results_dir, vector_add, vector_add_args):
     nb = bench.Session("01_vector_add", quiet=True)
