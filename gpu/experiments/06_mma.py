@@ -12,20 +12,13 @@ and timed beside cuBLAS.
     python3 gpu/experiments/06_mma.py --dry    # no GPU: build each variant for sm_90
 """
 
-import importlib.util
+import functools
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
-import tvm
 import tvm.s_tir.tensor_intrin.cuda  # noqa: F401  (registers the mma intrinsics)
 
-import helpers
-from helpers import tuning
-
-N = 4096
-FLOPS = 2.0 * N**3
+from fp16_variants import N, compare, fresh_schedule, load_script, workload
 
 
 def mma_schedule(sch, rows, cols, k, stages=3, early=False):
@@ -115,51 +108,16 @@ VARIANTS = {
 
 def wmma_reference(func):
     """Notebook 06's WMMA template at notebook 05's tiles, as 06_fp16_structure.py builds it."""
-    path = Path(__file__).with_name("06_fp16_structure.py")
-    spec = importlib.util.spec_from_file_location("structure06", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.variant_schedule(mod.load_tune_script(), {}, func)
+    structure = load_script("06_fp16_structure.py")
+    return structure.variant_schedule(load_script("06_tune.py"), {}, func)
 
 
 def main(dry: bool) -> int:
-    func = tuning.matmul_workload(N, N, N, "float16", "float32")
-    rng = np.random.default_rng(0)
-    a = rng.uniform(-1, 1, (N, N)).astype("float16")
-    b = rng.uniform(-1, 1, (N, N)).astype("float16")
-    expected = None
-    if not dry:
-        import torch
-
-        expected = (torch.from_numpy(a).cuda().double() @ torch.from_numpy(b).cuda().double()).cpu().numpy()
-        blas = helpers.cublas_time(N, N, N, "float16")
-        print(f"{helpers.local_gpu_spec().name}: cuBLAS float16 {blas:.4f} ms, {FLOPS / blas / 1e9:,.1f} TFLOP/s")
-    print(f"{'variant':52s} {'ms':>8s} {'TFLOP/s':>8s} {'rel err':>8s} {'% cuBLAS':>9s}")
-    for name, args in {"WMMA template at 05's tiles (reference)": None, **VARIANTS}.items():
-        t = time.time()
-        try:
-            if args is None:
-                sch = wmma_reference(func)
-            else:  # a Schedule may rewrite the module it is given in place: give it a copy
-                mod = tvm.ir.load_json(tvm.ir.save_json(tuning._as_module(func)))
-                sch = mma_schedule(tvm.s_tir.Schedule(mod), *args)
-            with tvm.transform.PassContext(config={"tirx.use_async_copy": True}):
-                ex = helpers.build(sch, helpers.listing_target() if dry else None)
-            if dry:
-                print(f"{name:52s} builds ({time.time() - t:.0f} s)")
-                continue
-            dev = helpers.device()
-            args = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev),
-                    tvm.runtime.tensor(np.full((N, N), np.nan, "float32"), dev)]
-            ex.mod["main"](*args)
-            dev.sync()
-            err = helpers.relative_error(args[2].numpy(), expected)
-            ms_ = float(np.median(helpers.time_function(ex.mod, dev, args, repeat=30)))
-            print(f"{name:52s} {ms_:8.4f} {FLOPS / ms_ / 1e9:8.1f} {err:8.1e} {blas / ms_:9.1%}")
-        except Exception as e:  # noqa: BLE001
-            print(f"{name:52s} FAILED: {str(e).strip().splitlines()[-1][:120]}")
-        sys.stdout.flush()
-    return 0
+    func = workload()
+    variants = {"WMMA template at 05's tiles (reference)": functools.partial(wmma_reference, func)}
+    for name, args in VARIANTS.items():
+        variants[name] = functools.partial(lambda a: mma_schedule(fresh_schedule(func), *a), args)
+    return compare(variants, dry, width=52)
 
 
 if __name__ == "__main__":

@@ -11,34 +11,22 @@ ncu can profile one launch of each:
     (the same with `mma`)
 """
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import tvm
 
 import helpers
-from helpers import tuning
-
-N = 4096
-
-
-def load(script):
-    spec = importlib.util.spec_from_file_location(script.replace(".py", ""), Path(__file__).with_name(script))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from fp16_variants import N, fresh_schedule, load_script, workload
 
 
 def main(which: str) -> int:
-    func = tuning.matmul_workload(N, N, N, "float16", "float32")
-    mma06 = load("06_mma.py")
+    func = workload()
+    mma06 = load_script("06_mma.py")
     if which == "wmma":
         sch = mma06.wmma_reference(func)
     else:
-        mod = tvm.ir.load_json(tvm.ir.save_json(tuning._as_module(func)))
-        sch = mma06.mma_schedule(tvm.s_tir.Schedule(mod), *mma06.VARIANTS["2x4 warps of 64x64, k tile 64"])
+        sch = mma06.mma_schedule(fresh_schedule(func), *mma06.VARIANTS["2x4 warps of 64x64, k tile 64"])
     with tvm.transform.PassContext(config={"tirx.use_async_copy": True}):
         ex = helpers.build(sch)
     rng = np.random.default_rng(0)

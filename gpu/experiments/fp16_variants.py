@@ -1,0 +1,73 @@
+"""What the fp16 experiments of notebook 06 share (06_fp16_structure.py, 06_mma.py, 06_profile.py):
+loading a sibling script (their names start with a digit, so `import` cannot), a fresh schedule
+of the 4096^3 workload, and one table of schedule variants, each checked against a float64
+reference and timed beside cuBLAS in the same run."""
+
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import tvm
+
+import helpers
+from helpers import tuning
+
+N = 4096
+FLOPS = 2.0 * N**3
+
+
+def load_script(filename: str):
+    """The experiment script `filename` (beside this file) as a module."""
+    path = Path(__file__).with_name(filename)
+    spec = importlib.util.spec_from_file_location(path.stem.replace("06_", "exp06_"), path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def workload():
+    return tuning.matmul_workload(N, N, N, "float16", "float32")
+
+
+def fresh_schedule(func) -> tvm.s_tir.Schedule:
+    """A Schedule of `func` on a copy of its module: a Schedule may rewrite the module it is given."""
+    return tvm.s_tir.Schedule(tvm.ir.load_json(tvm.ir.save_json(tuning._as_module(func))))
+
+
+def compare(variants: dict, dry: bool, width: int = 48) -> int:
+    """Build every variant (name: function returning its schedule) with cp.async on; on the GPU
+    check each against a float64 reference and time it beside cuBLAS; one row per variant."""
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (N, N)).astype("float16")
+    b = rng.uniform(-1, 1, (N, N)).astype("float16")
+    expected = None
+    if not dry:
+        import torch
+
+        expected = (torch.from_numpy(a).cuda().double() @ torch.from_numpy(b).cuda().double()).cpu().numpy()
+        blas = helpers.cublas_time(N, N, N, "float16")
+        print(f"{helpers.local_gpu_spec().name}: cuBLAS float16 {blas:.4f} ms, {FLOPS / blas / 1e9:,.1f} TFLOP/s")
+    print(f"{'variant':{width}s} {'ms':>8s} {'TFLOP/s':>8s} {'rel err':>8s} {'% cuBLAS':>9s}")
+    for name, make_schedule in variants.items():
+        t = time.time()
+        try:
+            sch = make_schedule()
+            with tvm.transform.PassContext(config={"tirx.use_async_copy": True}):
+                ex = helpers.build(sch, helpers.listing_target() if dry else None)
+            if dry:
+                print(f"{name:{width}s} builds ({time.time() - t:.0f} s)")
+                continue
+            dev = helpers.device()
+            args = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev),
+                    tvm.runtime.tensor(np.full((N, N), np.nan, "float32"), dev)]
+            ex.mod["main"](*args)
+            dev.sync()
+            err = helpers.relative_error(args[2].numpy(), expected)
+            ms_ = float(np.median(helpers.time_function(ex.mod, dev, args, repeat=30)))
+            print(f"{name:{width}s} {ms_:8.4f} {FLOPS / ms_ / 1e9:8.1f} {err:8.1e} {blas / ms_:9.1%}")
+        except Exception as e:  # noqa: BLE001
+            print(f"{name:{width}s} FAILED: {str(e).strip().splitlines()[-1][:120]}")
+        sys.stdout.flush()
+    return 0
