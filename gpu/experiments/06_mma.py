@@ -18,7 +18,7 @@ import sys
 import numpy as np
 import tvm.s_tir.tensor_intrin.cuda  # noqa: F401  (registers the mma intrinsics)
 
-from fp16_variants import N, compare, fresh_schedule, load_script, workload
+from fp16_variants import N, compare, fresh_schedule, load_script, tile_in_groups, workload
 
 
 def mma_schedule(sch, rows, cols, k, stages=3, early=False):
@@ -32,15 +32,7 @@ def mma_schedule(sch, rows, cols, k, stages=3, early=False):
     sch.reorder(i, j, kk, i_tc, j_tc, k_tc)
     mma = sch.blockize(i_tc)  # one m16n8k8 operation
     sch.annotate(mma, "warp_execution", 1)
-    i0, i1, i2, i3, i4 = sch.split(i, rows)
-    j0, j1, j2, j3, j4 = sch.split(j, cols)
-    k0, k1, k2 = sch.split(kk, k)
-    sch.reorder(i0, j0, i1, j1, i2, j2, k0, k1, i3, j3, k2, i4, j4)
-    sch.bind(i0, "blockIdx.z")  # groups of blocks ...
-    sch.bind(j0, "blockIdx.y")
-    sch.bind(sch.fuse(i1, j1), "blockIdx.x")  # ... that run together and share A and B in L2
-    warp = sch.fuse(i2, j2)
-    sch.bind(warp, "threadIdx.y")
+    k0, k1, warp = tile_in_groups(sch, i, j, kk, rows, cols, k)  # blocks launched in groups
     sch.write_at(warp, mma, 0, "m16n8k8.matrixC")  # accumulators in registers, stored straight to C
     for operand, name in ((0, "A"), (1, "B")):  # every shared copy first: read_at needs k0's body clean
         s = sch.read_at(k0, mma, operand, "shared.dyn")

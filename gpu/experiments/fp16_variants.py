@@ -1,4 +1,4 @@
-"""What the fp16 experiments of notebook 06 share (06_fp16_structure.py, 06_mma.py, 06_profile.py):
+"""What the fp16 experiments of notebook 06 share (06_fp16_structure.py, 06_mma.py, 06_mma16.py, 06_profile.py):
 loading a sibling script (their names start with a digit, so `import` cannot), a fresh schedule
 of the 4096^3 workload, and one table of schedule variants, each checked against a float64
 reference and timed beside cuBLAS in the same run."""
@@ -34,6 +34,23 @@ def workload():
 def fresh_schedule(func) -> tvm.s_tir.Schedule:
     """A Schedule of `func` on a copy of its module: a Schedule may rewrite the module it is given."""
     return tvm.s_tir.Schedule(tvm.ir.load_json(tvm.ir.save_json(tuning._as_module(func))))
+
+
+def tile_in_groups(sch, i, j, k, rows, cols, ks):
+    """Split i and j by `rows`, `cols` into [groups, blocks per group, warps, outer, inner] and k by
+    `ks` into [tiles, loads per tile, steps per load]; bind the groups to blockIdx.z/y and the
+    blocks inside a group to blockIdx.x, so that blocks which run together share A and B in L2,
+    and the warps to threadIdx.y. Returns the k tile loop, the load loop and the warp loop."""
+    i0, i1, i2, i3, i4 = sch.split(i, rows)
+    j0, j1, j2, j3, j4 = sch.split(j, cols)
+    k0, k1, k2 = sch.split(k, ks)
+    sch.reorder(i0, j0, i1, j1, i2, j2, k0, k1, i3, j3, k2, i4, j4)
+    sch.bind(i0, "blockIdx.z")
+    sch.bind(j0, "blockIdx.y")
+    sch.bind(sch.fuse(i1, j1), "blockIdx.x")
+    warp = sch.fuse(i2, j2)
+    sch.bind(warp, "threadIdx.y")
+    return k0, k1, warp
 
 
 def compare(variants: dict, dry: bool, width: int = 48) -> int:
