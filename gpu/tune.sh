@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tune on the GPU machine (after .gpu/3/device.sh install), from the repo root, resumably:
 #   bash gpu/tune.sh fp32 --template --minutes 9      # any further options go to 06_tune.py
+#   bash gpu/tune.sh fp16 --template fp16_mma_template --minutes 9
 # The database lives in /tmp/tune/<name> while the machine stays warm, so back-to-back calls
 # continue one search; the first call seeds it from the committed database, if there is one.
 # Each call packs the database, MetaSchedule's log and this run's output (headed by the GPU,
@@ -9,8 +10,15 @@ set -uo pipefail
 source /tmp/tvm-site/env.sh
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 kind=$1; shift
+# the database's name, as 06_tune.py's database_name gives it: one per design space
 name=matmul_${kind}_4096
-[[ " $* " == *" --template "* ]] && name=${name}_template
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  if [[ ${args[i]} == --template ]]; then
+    next=${args[i + 1]:-}
+    if [[ -n $next && $next != --* ]]; then name=${name}_${next#"${kind}"_}; else name=${name}_template; fi
+  fi
+done
 slug=$(python3 -c "import helpers; print(helpers.records.gpu_slug(helpers.local_gpu_spec().name))")
 work=/tmp/tune/$name
 committed=notebooks/results/$slug/tuning/$name

@@ -3,14 +3,16 @@
     python gpu/experiments/06_tune.py --kind fp32 --minutes 8 --work-dir DIR
     python gpu/experiments/06_tune.py --kind fp16 --minutes 8 --work-dir DIR
     python gpu/experiments/06_tune.py --kind fp32 --template --minutes 8 --work-dir DIR
+    python gpu/experiments/06_tune.py --kind fp16 --template fp16_mma_template --minutes 8 --work-dir DIR
     python gpu/experiments/06_tune.py --kind fp32 --dry            # no GPU: sketches, postprocs, build
 
---template searches the design space of the notebook's template (`fp32_template` or
-`fp16_template`, read from notebook 06 itself, so the database comes from exactly the code the
-notebook shows) instead of MetaSchedule's schedule rules.
+--template searches the design space of one of the notebook's templates (by default
+`<kind>_template`, i.e. `fp32_template` or `fp16_template`; `--template fp16_mma_template` names
+another), read from notebook 06 itself, so the database comes from exactly the code the notebook
+shows, instead of MetaSchedule's schedule rules.
 
 The database (database_workload.json, database_tuning_record.json) is written to --work-dir
-(default notebooks/results/<gpu-slug>/tuning/matmul_<kind>_<n>[_template]); a database already there is
+(default notebooks/results/<gpu-slug>/tuning/matmul_<kind>_<n>[_template | _mma_template]); a database already there is
 resumed, so a long tuning can be spread over several runs. The whole run (tuning, then checking
 and timing the best records) ends within --minutes. MetaSchedule's log goes to --log-file
 (default /tmp/06_tune_<kind>.log), not to the screen.
@@ -52,8 +54,9 @@ def parse(argv=None):
     ap.add_argument("--minutes", type=float, default=8.0, help="time limit of the whole run")
     ap.add_argument("--per-iter", type=int, default=64, help="candidates per round of the search")
     ap.add_argument("--space", choices=tuning.SPACES, default=None, help="design space (default by kind)")
-    ap.add_argument("--template", action="store_true", help="search notebook 06's template for this kind "
-                    "(<kind>_template) instead of the schedule rules")
+    ap.add_argument("--template", nargs="?", const=True, default=None, metavar="NAME",
+                    help="search one of notebook 06's templates instead of the schedule rules: NAME "
+                    "(default <kind>_template), a function the notebook defines")
     ap.add_argument("--work-dir", type=Path, default=None)
     ap.add_argument("--log-file", type=Path, default=None)
     ap.add_argument("--top", type=int, default=5, help="records to rebuild, check and time at the end")
@@ -71,6 +74,10 @@ def parse(argv=None):
         ap.error("--n, --trials, --per-iter, --top and --keep must be positive")
     if not args.minutes > 0:
         ap.error("--minutes must be positive")
+    if args.template is True:
+        args.template = f"{args.kind}_template"
+    if args.template and not args.template.startswith(f"{args.kind}_"):
+        ap.error(f"--template {args.template}: a template for --kind {args.kind} is named {args.kind}_...")
     return args
 
 
@@ -85,9 +92,15 @@ def tuning_target(base, max_smem_kb):
     return tvm.target.Target(attrs)
 
 
-def default_work_dir(kind: str, n: int, template: bool) -> Path:
+def database_name(kind: str, n: int, template: str | None) -> str:
+    """matmul_fp16_4096 (schedule rules), matmul_fp16_4096_template (fp16_template),
+    matmul_fp16_4096_mma_template (fp16_mma_template): one database per design space."""
+    return f"matmul_{kind}_{n}" + (f"_{template.removeprefix(f'{kind}_')}" if template else "")
+
+
+def default_work_dir(kind: str, n: int, template: str | None) -> Path:
     gpu = helpers.local_gpu_spec().name if helpers.gpu_available() else None
-    return tuning.database_dir(f"matmul_{kind}_{n}" + ("_template" if template else ""), gpu)
+    return tuning.database_dir(database_name(kind, n, template), gpu)
 
 
 #: The templates' software pipelines copy with cp.async, which this compiler option turns on
@@ -148,13 +161,15 @@ def dry(args, func, space) -> int:
                     key = str(failed).split(".")[-1]
                     rejected[key] = rejected.get(key, 0) + 1
                     continue
-                src = helpers.cuda_source(sch, listing)
+                with tvm.transform.PassContext(config=PASS_CONFIG if args.template else {}):
+                    src = helpers.cuda_source(sch, listing)
             except Exception as err:  # noqa: BLE001
                 print(f"  sketch {i}: sample {attempt} failed: {str(err).strip().splitlines()[-1][:200]}")
                 continue
             built += 1
             if built == 1:
-                feats = [f for f in ("mma.sync", "ldmatrix", "cp.async", "wmma::") if f in src]
+                feats = [f for f, needle in (("mma.sync", "mma.sync"), ("ldmatrix", "ldmatrix"), ("cp.async", "cp_async"),
+                                             ("wmma", "wmma::")) if needle in src]
                 print(f"  sketch {i} ({', '.join(kinds)}): built a sample after {attempt + 1} tries "
                       f"(rejected by {rejected or 'none'}), {len(src.splitlines())} lines of CUDA, "
                       f"uses {feats or 'plain FMA'}")
@@ -235,7 +250,7 @@ def main(argv=None) -> int:
         if args.space:
             print("--template and --space exclude each other", file=sys.stderr)
             return 2
-        space = notebook_template(f"{args.kind}_template")
+        space = notebook_template(args.template)
     if args.max_smem_kb is None:
         args.max_smem_kb = smem
     n = args.n
