@@ -10,18 +10,11 @@ set -uo pipefail
 source /tmp/tvm-site/env.sh
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 kind=$1; shift
-# the database's name, as 06_tune.py's database_name gives it: one per design space
-name=matmul_${kind}_4096
-args=("$@")
-for ((i = 0; i < ${#args[@]}; i++)); do
-  if [[ ${args[i]} == --template ]]; then
-    next=${args[i + 1]:-}
-    if [[ -n $next && $next != --* ]]; then name=${name}_${next#"${kind}"_}; else name=${name}_template; fi
-  fi
-done
-slug=$(python3 -c "import helpers; print(helpers.records.gpu_slug(helpers.local_gpu_spec().name))")
+# the committed database these options tune (one per design space), as 06_tune.py names it
+committed=$(python3 gpu/experiments/06_tune.py --kind "$kind" "$@" --where) || exit 2
+committed=${committed#"$PWD"/}
+name=$(basename "$committed")
 work=/tmp/tune/$name
-committed=notebooks/results/$slug/tuning/$name
 if [[ ! -d $work && -d $committed ]]; then mkdir -p "$work" && cp -r "$committed/." "$work/"; fi
 mkdir -p "$work/logs"
 command="python3 gpu/experiments/06_tune.py --kind $kind $* --work-dir $work"

@@ -62,7 +62,6 @@ def cuda_source(kernel, target=None, full: bool = False) -> str:
     return body.strip() + "\n"
 
 
-
 def cuda_listing(kernel, lines: int = 40, target=None) -> str:
     """The generated CUDA, shortened to read (see `fold_repeated_lines`)."""
     return fold_repeated_lines(cuda_source(kernel, target), lines)

@@ -15,10 +15,9 @@ and timed beside cuBLAS.
 import functools
 import sys
 
-import numpy as np
 import tvm.s_tir.tensor_intrin.cuda  # noqa: F401  (registers the mma intrinsics)
 
-from fp16_variants import N, compare, fresh_schedule, load_script, tile_in_groups, workload
+from fp16_variants import N, check_factors, compare, fresh_schedule, tile_in_groups, wmma_reference, workload
 
 
 def mma_schedule(sch, rows, cols, k, stages=3, early=False):
@@ -77,9 +76,7 @@ def tiles(warps, warp_tile, group=(16, 16), k_tile=32, loads=4, stages=3, early=
     rows = [N // 16 // (gm * wm * fm), gm, wm, fm // im, im]
     cols = [N // 8 // (gn * wn * fn), gn, wn, fn // in_, in_]
     k = [N // k_tile, loads, k_tile // 8 // loads]
-    for name, f, total in (("rows", rows, N // 16), ("cols", cols, N // 8), ("k", k, N // 8)):
-        if min(f) < 1 or int(np.prod(f)) != total:
-            raise ValueError(f"{name} factors {f} do not tile {total}")
+    check_factors(rows=(rows, N // 16), cols=(cols, N // 8), k=(k, N // 8))
     return rows, cols, k, stages, early
 
 
@@ -96,12 +93,6 @@ VARIANTS = {
     "2x4 warps of 64x64, early fragments (stack)": tiles((2, 4), (64, 64), loads=1, early=True),
     "2x2 warps of 64x128 (block 128x256, spills)": tiles((2, 2), (64, 128)),
 }
-
-
-def wmma_reference(func):
-    """Notebook 06's WMMA template at notebook 05's tiles, as 06_fp16_structure.py builds it."""
-    structure = load_script("06_fp16_structure.py")
-    return structure.variant_schedule(load_script("06_tune.py"), {}, func)
 
 
 def main(dry: bool) -> int:

@@ -17,10 +17,9 @@ beside cuBLAS in the same run.
 import functools
 import sys
 
-import numpy as np
 from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_ldmatrix_32x8_layout
 
-from fp16_variants import N, compare, fresh_schedule, load_script, tile_in_groups, workload
+from fp16_variants import N, check_factors, compare, fresh_schedule, tile_in_groups, wmma_reference, workload
 
 INTRIN = get_mma_intrin_group(load_scope="shared.dyn", store_scope="global", in_dtype="float16",
                               out_dtype="float32", trans_a=False, trans_b=False,
@@ -96,9 +95,7 @@ def tiles(warps, warp_tile, group=(8, 8), k_tile=32, stages=3, swizzle=True, per
     rows = [N // 16 // (gm * wm * fm), gm, wm, 1, fm]
     cols = [N // 16 // (gn * wn * fn), gn, wn, 1, fn]
     k = [N // k_tile, k_tile // 16 // per_load, per_load]
-    for name, f, total in (("rows", rows, N // 16), ("cols", cols, N // 16), ("k", k, N // 16)):
-        if min(f) < 1 or int(np.prod(f)) != total:
-            raise ValueError(f"{name} factors {f} do not tile {total}")
+    check_factors(rows=(rows, N // 16), cols=(cols, N // 16), k=(k, N // 16))
     return dict(rows=rows, cols=cols, k=k, stages=stages, swizzle=swizzle)
 
 
@@ -137,11 +134,6 @@ ROUND2 = {  # after the first table: 2 x 2 warps of 64 x 64 (two blocks per SM) 
     "1x2 warps of 64x64, k 64": tiles((1, 2), (64, 64), k_tile=64),
     "2x2 warps of 32x64 (block 64x128), k 64": tiles((2, 2), (32, 64), k_tile=64),
 }
-
-
-def wmma_reference(func):
-    """Notebook 06's WMMA template at notebook 05's tiles, as 06_fp16_structure.py builds it."""
-    return load_script("06_mma.py").wmma_reference(func)
 
 
 def main(dry: bool, table: dict) -> int:

@@ -17,14 +17,14 @@ import numpy as np
 import tvm
 
 import helpers
-from fp16_variants import N, fresh_schedule, load_script, workload
+from fp16_variants import N, fresh_schedule, load_script, wmma_reference, workload
 
 
 def main(which: str) -> int:
     func = workload()
     mma06 = load_script("06_mma.py")
     if which == "wmma":
-        sch = mma06.wmma_reference(func)
+        sch = wmma_reference(func)
     else:
         sch = mma06.mma_schedule(fresh_schedule(func), *mma06.VARIANTS["2x4 warps of 64x64, k tile 64"])
     with tvm.transform.PassContext(config={"tirx.use_async_copy": True}):

@@ -67,6 +67,8 @@ def parse(argv=None):
                     "(default fp32: what the driver reports for a plain launch, 48 KB; fp16: 160 KB; an "
                     "H100 allows 227 KB with opt-in, which TVM's runtime requests for shared.dyn kernels)")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--where", action="store_true", help="print the database directory these options "
+                    "tune into by default (the committed one, for this machine's GPU) and exit")
     ap.add_argument("--dry", action="store_true", help="no GPU: generate the design spaces, post-process "
                     "samples of them and build them for sm_90; replay and build the database if present")
     args = ap.parse_args(argv)
@@ -78,6 +80,7 @@ def parse(argv=None):
         args.template = f"{args.kind}_template"
     if args.template and not args.template.startswith(f"{args.kind}_"):
         ap.error(f"--template {args.template}: a template for --kind {args.kind} is named {args.kind}_...")
+    args.pass_config = PASS_CONFIG if args.template else {}  # every build of a template's kernels
     return args
 
 
@@ -161,7 +164,7 @@ def dry(args, func, space) -> int:
                     key = str(failed).split(".")[-1]
                     rejected[key] = rejected.get(key, 0) + 1
                     continue
-                with tvm.transform.PassContext(config=PASS_CONFIG if args.template else {}):
+                with tvm.transform.PassContext(config=args.pass_config):
                     src = helpers.cuda_source(sch, listing)
             except Exception as err:  # noqa: BLE001
                 print(f"  sketch {i}: sample {attempt} failed: {str(err).strip().splitlines()[-1][:200]}")
@@ -243,6 +246,9 @@ def prune(work_dir: Path, keep: int) -> int:
 
 def main(argv=None) -> int:
     args = parse(argv)
+    if args.where:
+        print(default_work_dir(args.kind, args.n, args.template))
+        return 0
     t0 = time.time()
     dtype, acc, trans_b, default_space, blas_dtype, tol, smem = KINDS[args.kind]
     space = args.space or default_space
@@ -288,7 +294,7 @@ def main(argv=None) -> int:
             print(f"target: {target}", flush=True)
             run = tuning.tune(func, work, trials=args.trials, minutes=tune_minutes, space=space, target=target,
                               trials_per_iter=args.per_iter, seed=args.seed, log_file=log_file,
-                              pass_config=PASS_CONFIG if args.template else None)
+                              pass_config=args.pass_config or None)
             print(run, flush=True)
         except Exception:  # noqa: BLE001
             print("tuning failed:\n" + traceback.format_exc()[-3000:], flush=True)
@@ -312,7 +318,7 @@ def main(argv=None) -> int:
     for rank, k in enumerate(tops, 1):
         name = f"MetaSchedule #{rank} (tuning: {k.tuning_ms:.4f} ms)"
         try:
-            with tvm.transform.PassContext(config=PASS_CONFIG if args.template else {}):
+            with tvm.transform.PassContext(config=args.pass_config):
                 ex = helpers.build(k.sch)
             args_dev = [tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev),
                         tvm.runtime.tensor(np.full((n, n), np.nan, dtype=acc), dev)]

@@ -36,6 +36,19 @@ def fresh_schedule(func) -> tvm.s_tir.Schedule:
     return tvm.s_tir.Schedule(tvm.ir.load_json(tvm.ir.save_json(tuning._as_module(func))))
 
 
+def wmma_reference(func):
+    """Notebook 06's WMMA template at notebook 05's tiles, as 06_fp16_structure.py builds it: the
+    kernel every mma.sync experiment is compared with."""
+    return load_script("06_fp16_structure.py").variant_schedule(load_script("06_tune.py"), {}, func)
+
+
+def check_factors(**splits):
+    """Each split (name=(factors, extent)) must be positive factors whose product is the extent."""
+    for name, (factors, extent) in splits.items():
+        if min(factors) < 1 or int(np.prod(factors)) != extent:
+            raise ValueError(f"{name} factors {factors} do not tile {extent}")
+
+
 def tile_in_groups(sch, i, j, k, rows, cols, ks):
     """Split i and j by `rows`, `cols` into [groups, blocks per group, warps, outer, inner] and k by
     `ks` into [tiles, loads per tile, steps per load]; bind the groups to blockIdx.z/y and the
