@@ -11,6 +11,7 @@ beside cuBLAS in the same run.
 
     python3 gpu/experiments/06_mma16.py          # on the GPU
     python3 gpu/experiments/06_mma16.py --round2 # the second table, around the first one's best
+    python3 gpu/experiments/06_mma16.py --round3 # the C epilogue, and a third block per SM
     python3 gpu/experiments/06_mma16.py --dry    # no GPU: build each variant for sm_90
 """
 
@@ -19,7 +20,10 @@ import sys
 
 from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_ldmatrix_32x8_layout
 
-from fp16_variants import N, check_factors, compare, fresh_schedule, tile_in_groups, wmma_reference, workload
+from helpers import MMA_STORE_PAIRS
+
+from fp16_variants import (N, check_factors, compare, fresh_schedule, min_blocks_pipeline, tile_in_groups,
+                           wmma_reference, workload)
 
 INTRIN = get_mma_intrin_group(load_scope="shared.dyn", store_scope="global", in_dtype="float16",
                               out_dtype="float32", trans_a=False, trans_b=False,
@@ -31,10 +35,12 @@ def fragment_layout(i, j):
     return (i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16))
 
 
-def mma16_schedule(sch, rows, cols, k, stages=3, swizzle=True, store="direct"):
+def mma16_schedule(sch, rows, cols, k, stages=3, swizzle=True, ahead=True, pairs=False, order=(0, 1, 2, 3, 4)):
     """rows, cols: [groups, blocks per group, warps, fragments outside k, fragments inside k] of 16;
     k: [k tiles, fragment loads per tile, 16-steps per load]. swizzle: XOR-permuted shared rows
-    (else rows padded by 8 halves)."""
+    (else rows padded by 8 halves). ahead: load the next step's fragments during this step's mma
+    (two sets of fragment registers); pairs: store C with 8-byte stores (else mma_store's scalar ones);
+    order: the k-tile loop's software_pipeline_order (fetch A, fetch B, load A, load B, mma)."""
     c = sch.get_sblock("C")
     i, j, kk = sch.get_loops(c)
     i, i_tc = sch.split(i, [None, 16])
@@ -76,18 +82,19 @@ def mma16_schedule(sch, rows, cols, k, stages=3, swizzle=True, store="direct"):
         if swizzle:  # its addresses follow the same permutation as the shared rows
             sch.annotate(load, "permuted_layout", 1)
         sch.tensorize(load, INTRIN[name])
-    for loop, name in zip([init, mma, tiles[2]], ["init", "compute", "store"]):
-        sch.tensorize(loop, INTRIN[name])
-    sch.annotate(k1, "software_pipeline_stage", [0, 0, 1])  # fragments one 16-step ahead
+    sch.tensorize(init, INTRIN["init"])
+    sch.tensorize(mma, INTRIN["compute"])
+    sch.tensorize(tiles[2], MMA_STORE_PAIRS if pairs else INTRIN["store"])
+    sch.annotate(k1, "software_pipeline_stage", [0, 0, 1] if ahead else [0, 0, 0])  # fragments one 16-step ahead
     sch.annotate(k1, "software_pipeline_order", [0, 1, 2])
     s = stages - 1
     sch.annotate(k0, "software_pipeline_stage", [0, 0, s, s, s])
-    sch.annotate(k0, "software_pipeline_order", [0, 1, 2, 3, 4])
+    sch.annotate(k0, "software_pipeline_order", list(order))
     sch.annotate(k0, "software_pipeline_async_stages", [0])
     return sch
 
 
-def tiles(warps, warp_tile, group=(8, 8), k_tile=32, stages=3, swizzle=True, per_load=1):
+def tiles(warps, warp_tile, group=(8, 8), k_tile=32, stages=3, swizzle=True, per_load=1, **options):
     """The schedule's arguments from a readable description: warps (rows, cols) per block, each
     computing warp_tile (rows, cols) of C; blocks launched in groups of group (rows, cols) blocks."""
     (wm, wn), (tm, tn), (gm, gn) = warps, warp_tile, group
@@ -96,7 +103,7 @@ def tiles(warps, warp_tile, group=(8, 8), k_tile=32, stages=3, swizzle=True, per
     cols = [N // 16 // (gn * wn * fn), gn, wn, 1, fn]
     k = [N // k_tile, k_tile // 16 // per_load, per_load]
     check_factors(rows=(rows, N // 16), cols=(cols, N // 16), k=(k, N // 16))
-    return dict(rows=rows, cols=cols, k=k, stages=stages, swizzle=swizzle)
+    return dict(rows=rows, cols=cols, k=k, stages=stages, swizzle=swizzle, **options)
 
 
 VARIANTS = {
@@ -136,13 +143,38 @@ ROUND2 = {  # after the first table: 2 x 2 warps of 64 x 64 (two blocks per SM) 
 }
 
 
+BEST = dict(warps=(2, 2), warp_tile=(64, 64), k_tile=64, group=(4, 4))  # round 2's best
+SMALL = dict(BEST, k_tile=32, stages=4)  # 64 KB of shared memory: room for three blocks per SM
+ROUND3 = {  # after round 2: the C epilogue, and trading fragment registers for a third block per SM
+    "2x2 warps of 64x64, k 64, groups of 4x4 (round 2's best)": tiles(**BEST),
+    "the same, C stored in pairs": tiles(**BEST, pairs=True),
+    "the same, fragments not loaded ahead": tiles(**BEST, ahead=False),
+    "the same, tile fetch issued after the loads (order 2,3,0,1,4)": tiles(**BEST, order=(2, 3, 0, 1, 4)),
+    "k 32, 4 stages, fetch after the loads": tiles(**SMALL, order=(2, 3, 0, 1, 4)),
+    "k 32, 4 stages, groups of 4x4": tiles(**SMALL),
+    "k 32, 4 stages, 3 blocks/SM": tiles(**SMALL, blocks_per_sm=3),
+    "k 32, 4 stages, not ahead, 3 blocks/SM": tiles(**SMALL, ahead=False, blocks_per_sm=3),
+    "k 32, 4 stages, not ahead, 3 blocks/SM, pairs": tiles(**SMALL, ahead=False, blocks_per_sm=3, pairs=True),
+    "k 64, 2 stages, not ahead, 3 blocks/SM": tiles(**dict(BEST, stages=2), ahead=False, blocks_per_sm=3),
+    "k 32, 3 stages, not ahead, 3 blocks/SM": tiles(**dict(SMALL, stages=3), ahead=False, blocks_per_sm=3),
+}
+
+
 def main(dry: bool, table: dict) -> int:
     func = workload()
+
+    def make(args):
+        args = dict(args)
+        blocks = args.pop("blocks_per_sm", None)
+        sch = mma16_schedule(fresh_schedule(func), **args)
+        return (sch, min_blocks_pipeline(blocks)) if blocks else sch
+
     variants = {"WMMA template at 05's tiles (reference)": functools.partial(wmma_reference, func)}
     for name, args in table.items():
-        variants[name] = functools.partial(lambda a: mma16_schedule(fresh_schedule(func), **a), args)
-    return compare(variants, dry, width=52)
+        variants[name] = functools.partial(make, args)
+    return compare(variants, dry, width=56)
 
 
 if __name__ == "__main__":
-    sys.exit(main("--dry" in sys.argv, ROUND2 if "--round2" in sys.argv else VARIANTS))
+    tables = {"--round2": ROUND2, "--round3": ROUND3}
+    sys.exit(main("--dry" in sys.argv, next((t for f, t in tables.items() if f in sys.argv), VARIANTS)))

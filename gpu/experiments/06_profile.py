@@ -1,14 +1,14 @@
 """Where do the fp16 tensor-core kernels of notebook 06 spend their time? (run under Nsight Compute)
 
-Builds notebook 06's WMMA template at notebook 05's tiles and the best mma.sync variant of
-06_mma.py, checks each against a float64 reference, and launches each a few times, so that
+Builds notebook 06's WMMA template at notebook 05's tiles, the best mma.sync variant of
+06_mma.py (`mma`) or that of 06_mma16.py's second round (`mma16`), checks each against a float64 reference, and launches each a few times, so that
 ncu can profile one launch of each:
 
     ncu --launch-skip 2 --launch-count 1 --kernel-name matmul_kernel \\
         --section SpeedOfLight --section WarpStateStats --section Occupancy \\
         --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \\
         python3 gpu/experiments/06_profile.py wmma
-    (the same with `mma`)
+    (the same with `mma` or `mma16`)
 """
 
 import sys
@@ -25,6 +25,9 @@ def main(which: str) -> int:
     mma06 = load_script("06_mma.py")
     if which == "wmma":
         sch = wmma_reference(func)
+    elif which == "mma16":
+        mma16 = load_script("06_mma16.py")
+        sch = mma16.mma16_schedule(fresh_schedule(func), **mma16.tiles(**mma16.BEST))
     else:
         sch = mma06.mma_schedule(fresh_schedule(func), *mma06.VARIANTS["2x4 warps of 64x64, k tile 64"])
     with tvm.transform.PassContext(config={"tirx.use_async_copy": True}):

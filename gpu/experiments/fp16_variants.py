@@ -42,6 +42,28 @@ def wmma_reference(func):
     return load_script("06_fp16_structure.py").variant_schedule(load_script("06_tune.py"), {}, func)
 
 
+def min_blocks_pipeline(blocks: int) -> str:
+    """The name of a TIR pipeline, the default one, that also gives each kernel
+    `__launch_bounds__(threads, blocks)`: ptxas then keeps registers low enough for `blocks` blocks
+    per SM (spilling if it must). A schedule cannot say this: the attribute lives on the device
+    function, which exists only after the pipeline splits host from device."""
+    from tvm.tirx import compilation_pipeline
+
+    name = f"s_tir_{blocks}_blocks_per_sm"
+    if name not in compilation_pipeline.PIPELINE_MAP:
+        def pipeline(**kwargs):
+            lower, host, device = compilation_pipeline.get_tir_pipeline("s_tir", **kwargs)
+
+            @tvm.tirx.transform.prim_func_pass(opt_level=0)
+            def bound(func, _mod, _ctx):
+                return func.with_attr("tirx.launch_bounds_min_blocks_per_sm", blocks)
+
+            return lower, host, lambda: tvm.transform.Sequential([device(), bound])
+
+        compilation_pipeline.PIPELINE_MAP[name] = pipeline
+    return name
+
+
 def check_factors(**splits):
     """Each split (name=(factors, extent)) must be positive factors whose product is the extent."""
     for name, (factors, extent) in splits.items():
@@ -67,8 +89,9 @@ def tile_in_groups(sch, i, j, k, rows, cols, ks):
 
 
 def compare(variants: dict, dry: bool, width: int = 48) -> int:
-    """Build every variant (name: function returning its schedule) with cp.async on; on the GPU
-    check each against a float64 reference and time it beside cuBLAS; one row per variant."""
+    """Build every variant (name: function returning its schedule, or its schedule and the name of
+    the TIR pipeline to build it with) with cp.async on; on the GPU check each against a float64
+    reference and time it beside cuBLAS; one row per variant."""
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (N, N)).astype("float16")
     b = rng.uniform(-1, 1, (N, N)).astype("float16")
@@ -83,9 +106,11 @@ def compare(variants: dict, dry: bool, width: int = 48) -> int:
     for name, make_schedule in variants.items():
         t = time.time()
         try:
-            sch = make_schedule()
+            made = make_schedule()
+            sch, pipeline = made if isinstance(made, tuple) else (made, "default")
+            target = helpers.listing_target() if dry else helpers.make_target()
             with tvm.transform.PassContext(config={"tirx.use_async_copy": True}):
-                ex = helpers.build(sch, helpers.listing_target() if dry else None)
+                ex = tvm.compile(sch.mod, target=target, tir_pipeline=pipeline)
             if dry:
                 print(f"{name:{width}s} builds ({time.time() - t:.0f} s)")
                 continue

@@ -1,0 +1,32 @@
+"""helpers.MMA_STORE_PAIRS, the store of mma.sync accumulators that notebook 06's mma template uses."""
+
+import re
+from pathlib import Path
+
+import pytest
+import tvm
+
+import helpers
+from helpers import tuning
+
+DATABASE = (Path(__file__).parents[1] / "notebooks" / "results" / "nvidia-h100-80gb-hbm3" / "tuning"
+            / "matmul_fp16_4096_mma_template")
+
+
+def test_registered_with_tvms_description_of_a_16x16_store():
+    intrin = tvm.s_tir.TensorIntrin.get(helpers.MMA_STORE_PAIRS)
+    assert intrin.impl.same_as(helpers.mma_store_pairs)
+    acc, out = intrin.desc.params
+    assert (acc.scope(), [int(d) for d in acc.shape]) == ("warp", [32, 8])
+    assert (out.scope(), [int(d) for d in out.shape]) == ("global", [16, 16])
+
+
+@pytest.mark.skipif(not DATABASE.is_dir(), reason="no committed fp16_mma_template database")
+def test_replayed_template_kernel_writes_c_eight_bytes_at_a_time():
+    fp16 = tuning.matmul_workload(4096, 4096, 4096, "float16", "float32")
+    kernel = helpers.replay(DATABASE, fp16)
+    with tvm.transform.PassContext(config={"tirx.use_async_copy": True}):
+        src = helpers.cuda_source(kernel.sch)
+    stores = re.findall(r"^\s*(.*C_ptr.*=.*)$", src, flags=re.M)
+    assert stores and all(s.startswith("*(float2*)(C_ptr") for s in stores), stores[:3]
+    assert "mma.sync.aligned.m16n8k16" in src and "ldmatrix" in src
