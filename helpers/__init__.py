@@ -8,9 +8,9 @@ charts and tuning. Schedules are the lesson, so they live in the notebooks, neve
 
 from .bench import (Measurement, Session, WrongResult, check_args, cublas_time, recorded_measurements, relative_error,
                     run, start, time_function)
-from .intrinsics import MMA_STORE_PAIRS, mma_store_pairs
 from .env import (DEFAULT_ARCH, GpuSpec, arch_constants, device, dram_gbps, gpu_available, listing_target,
                   local_gpu_spec, make_target, require_tensor_cores)
+from .intrinsics import MMA_STORE_PAIRS, mma_store_pairs
 from .kernels import build, cuda_listing, cuda_source, nvcc_path, occupancy, ptx, ptxas_report, require_divides
 from .plots import heatmap, roofline, sweep, table, text_table, versus_baseline
 from .records import RecordError

@@ -32,12 +32,13 @@ def _module(kernel) -> tvm.IRModule:
     )
 
 
-def build(kernel, target=None):
-    """Compile a schedule (or module) for `target` (default: this GPU, or `DEFAULT_ARCH`)."""
+def build(kernel, target=None, tir_pipeline="default"):
+    """Compile a schedule (or module) for `target` (default: this GPU, or `DEFAULT_ARCH`), through
+    the named TIR pipeline (TVM's default unless an experiment registered another)."""
     if isinstance(kernel, tvm.runtime.Executable):
         return kernel
     target = env.make_target(target) if not isinstance(target, tvm.target.Target) else target
-    return tvm.compile(_module(kernel), target=target)
+    return tvm.compile(_module(kernel), target=target, tir_pipeline=tir_pipeline)
 
 
 def cuda_source(kernel, target=None, full: bool = False) -> str:

@@ -1,8 +1,8 @@
 """Where do the fp16 tensor-core kernels of notebook 06 spend their time? (run under Nsight Compute)
 
-Builds notebook 06's WMMA template at notebook 05's tiles, the best mma.sync variant of
-06_mma.py (`mma`) or that of 06_mma16.py's second round (`mma16`), checks each against a float64 reference, and launches each a few times, so that
-ncu can profile one launch of each:
+Builds notebook 06's WMMA template at notebook 05's tiles (`wmma`), the best mma.sync variant
+of 06_mma.py (`mma`) or that of 06_mma16.py's second round (`mma16`), checks it against a float64
+reference, and launches it a few times, so that ncu can profile one launch:
 
     ncu --launch-skip 2 --launch-count 1 --kernel-name matmul_kernel \\
         --section SpeedOfLight --section WarpStateStats --section Occupancy \\

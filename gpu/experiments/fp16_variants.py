@@ -108,9 +108,8 @@ def compare(variants: dict, dry: bool, width: int = 48) -> int:
         try:
             made = make_schedule()
             sch, pipeline = made if isinstance(made, tuple) else (made, "default")
-            target = helpers.listing_target() if dry else helpers.make_target()
             with tvm.transform.PassContext(config={"tirx.use_async_copy": True}):
-                ex = tvm.compile(sch.mod, target=target, tir_pipeline=pipeline)
+                ex = helpers.build(sch, helpers.listing_target() if dry else None, tir_pipeline=pipeline)
             if dry:
                 print(f"{name:{width}s} builds ({time.time() - t:.0f} s)")
                 continue
