@@ -199,6 +199,8 @@ class Session:
         rec_device = records.recorded_device()
         if self.live:
             self.spec = env.local_gpu_spec()
+        elif env.simulated_spec():
+            self.spec = env.simulated_spec()
         elif rec_device:
             self.spec = env.GpuSpec(**rec_device)
         else:
@@ -214,6 +216,24 @@ class Session:
             return None
         first = next(iter(data["measurements"].values()))
         return {"gpu": data["gpu"], "date": first.get("date", "?"), "tvm": first.get("tvm", "?")}
+
+    # -- what this GPU can do
+
+    def supports(self, feature: str, instead: str) -> bool:
+        """Whether this GPU has `feature` (see `env.FEATURES`); if not, say so in one line with
+        what the step runs `instead`, e.g. nb.supports("cp.async", "with synchronous copies")."""
+        reason = env.lacks(self.spec, feature)
+        if reason:
+            env.fallback(reason, instead)
+        return reason is None
+
+    def fits(self, shared_bytes: int, instead: str) -> bool:
+        """Whether a block with `shared_bytes` of shared memory fits this GPU; if not, say so
+        in one line with what the step runs `instead`."""
+        reason = env.lacks_shared_memory(self.spec, shared_bytes)
+        if reason:
+            env.fallback(reason, instead)
+        return reason is None
 
     # -- live or recorded
 

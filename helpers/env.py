@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
+import os
 import platform
+import re
 
 import tvm
+
+from . import driver
+
+driver.use_cuda_wheels()  # before anything asks TVM for a GPU
 
 #: The arch we build for when there is no GPU. The course's results were recorded on an H100
 #: (sm_90), so without a GPU the generated CUDA is the code that ran there.
@@ -22,25 +29,75 @@ DEFAULT_ARCH = "sm_90"
 # (fp16 inputs, fp32 accumulation, at the full rate of the data-centre parts; GeForce cards run
 # fp32 accumulation at half this), most resident threads, blocks and shared memory per SM.
 _ARCH = {
-    "7.0": dict(fp32_lanes=64, tc_flops=1024, threads=2048, blocks=32, smem=96 * 1024),
-    "7.5": dict(fp32_lanes=64, tc_flops=1024, threads=1024, blocks=16, smem=64 * 1024),
-    "8.0": dict(fp32_lanes=64, tc_flops=2048, threads=2048, blocks=32, smem=164 * 1024),
-    "8.6": dict(fp32_lanes=128, tc_flops=1024, threads=1536, blocks=16, smem=100 * 1024),
-    "8.7": dict(fp32_lanes=128, tc_flops=1024, threads=1536, blocks=16, smem=164 * 1024),
-    "8.9": dict(fp32_lanes=128, tc_flops=1024, threads=1536, blocks=24, smem=100 * 1024),
-    "9.0": dict(fp32_lanes=128, tc_flops=4096, threads=2048, blocks=32, smem=228 * 1024),
-    "6.0": dict(fp32_lanes=64, tc_flops=0, threads=2048, blocks=32, smem=64 * 1024),
-    "6.1": dict(fp32_lanes=128, tc_flops=0, threads=2048, blocks=32, smem=96 * 1024),
+    "7.0": dict(fp32_lanes=64, tc_flops=1024, threads=2048, blocks=32, smem=96 * 1024, smem_block=96 * 1024),
+    "7.5": dict(fp32_lanes=64, tc_flops=1024, threads=1024, blocks=16, smem=64 * 1024, smem_block=64 * 1024),
+    "8.0": dict(fp32_lanes=64, tc_flops=2048, threads=2048, blocks=32, smem=164 * 1024, smem_block=163 * 1024),
+    "8.6": dict(fp32_lanes=128, tc_flops=1024, threads=1536, blocks=16, smem=100 * 1024, smem_block=99 * 1024),
+    "8.7": dict(fp32_lanes=128, tc_flops=1024, threads=1536, blocks=16, smem=164 * 1024, smem_block=163 * 1024),
+    "8.9": dict(fp32_lanes=128, tc_flops=1024, threads=1536, blocks=24, smem=100 * 1024, smem_block=99 * 1024),
+    "9.0": dict(fp32_lanes=128, tc_flops=4096, threads=2048, blocks=32, smem=228 * 1024, smem_block=227 * 1024),
+    "6.0": dict(fp32_lanes=64, tc_flops=0, threads=2048, blocks=32, smem=64 * 1024, smem_block=48 * 1024),
+    "6.1": dict(fp32_lanes=128, tc_flops=0, threads=2048, blocks=32, smem=96 * 1024, smem_block=48 * 1024),
 }
 
-# DRAM bandwidth in GB/s by device name, used only when the driver cannot tell us the memory
-# clock and bus width (no cuda-bindings or cupy installed).
-_DRAM_GBPS = {
-    "H200": 4800, "H100 80GB HBM3": 3352, "H100 PCIe": 2039, "H100 NVL": 3900,
-    "A100-SXM4-80GB": 2039, "A100-SXM4-40GB": 1555, "A100-PCIE-40GB": 1555, "A100 80GB PCIe": 1935,
-    "L4": 300, "T4": 320, "V100": 900, "A10G": 600, "A10": 600, "RTX A6000": 768,
-    "RTX 4090": 1008, "RTX 3090": 936, "RTX 3080": 760,
-}
+# GeForce cards (and AWS's A10G) run fp16 tensor-core math with fp32 accumulation at half the
+# rate of the data-centre parts of the same architecture; the course accumulates in fp32.
+_HALF_RATE_FP32_ACCUMULATE = ("GeForce", "A10G")
+
+
+
+@dataclasses.dataclass(frozen=True)
+class Datasheet:
+    """A GPU as its vendor describes it: the attributes its driver reports (name, compute
+    capability, SMs, boost clock, L2, memory) and the published peaks (dense, no sparsity)."""
+
+    name: str  # as the driver names it (`nvidia-smi`, `tvm.cuda(0).device_name`)
+    compute_capability: str
+    sm_count: int
+    clock_mhz: float
+    l2_mib: int
+    memory_gib: float
+    fp32_tflops: float
+    fp16_tc_tflops: float  # fp16 inputs, fp32 accumulation
+    dram_gbps: float
+
+    def spec(self) -> "GpuSpec":
+        """The `GpuSpec` this GPU's driver would report (used to build for a GPU we do not have)."""
+        return GpuSpec(name=self.name, compute_capability=self.compute_capability, sm_count=self.sm_count,
+                       clock_mhz=self.clock_mhz, dram_gbps=self.dram_gbps, l2_bytes=self.l2_mib << 20,
+                       shared_memory_per_block=48 * 1024, global_memory_bytes=int(self.memory_gib * 2**30))
+
+
+#: The GPUs students have. Figures from NVIDIA's data sheets and architecture white papers (the
+#: A10G, which NVIDIA makes for AWS only, from AWS's published figures); tests/test_env.py checks
+#: that each follows from the attributes its driver reports.
+DATASHEETS = [
+    Datasheet("Tesla T4", "7.5", 40, 1590, 4, 15, 8.1, 65, 320),
+    Datasheet("NVIDIA L4", "8.9", 58, 2040, 48, 22, 30.3, 121, 300),
+    Datasheet("NVIDIA A10G", "8.6", 80, 1710, 6, 22, 35.0, 70, 600),
+    Datasheet("NVIDIA A100-SXM4-40GB", "8.0", 108, 1410, 40, 40, 19.5, 312, 1555),
+    Datasheet("NVIDIA A100-SXM4-80GB", "8.0", 108, 1410, 40, 80, 19.5, 312, 2039),
+    Datasheet("NVIDIA A100-PCIE-40GB", "8.0", 108, 1410, 40, 40, 19.5, 312, 1555),
+    Datasheet("NVIDIA A100 80GB PCIe", "8.0", 108, 1410, 40, 80, 19.5, 312, 1935),
+    Datasheet("NVIDIA GeForce RTX 3090", "8.6", 82, 1695, 6, 24, 35.6, 71, 936),
+    Datasheet("NVIDIA GeForce RTX 4090", "8.9", 128, 2520, 72, 24, 82.6, 165.2, 1008),
+    Datasheet("NVIDIA H100 80GB HBM3", "9.0", 132, 1980, 50, 80, 66.9, 989.4, 3352),
+    Datasheet("NVIDIA H200", "9.0", 132, 1980, 60, 141, 66.9, 989.4, 4800),
+]
+
+#: One GPU per architecture the course is built for: what `COURSE_ARCH=sm_XX` pretends to be.
+REPRESENTATIVE = {"sm_75": "Tesla T4", "sm_80": "NVIDIA A100-SXM4-40GB", "sm_86": "NVIDIA GeForce RTX 3090",
+                  "sm_89": "NVIDIA L4", "sm_90": "NVIDIA H100 80GB HBM3"}
+
+
+def datasheet(name: str) -> Datasheet | None:
+    """The data sheet of the GPU the driver calls `name`, or None. Names match as whole words,
+    so an "NVIDIA L40S" is not taken for an "NVIDIA L4"."""
+    for sheet in sorted(DATASHEETS, key=lambda d: -len(d.name)):
+        short = sheet.name.removeprefix("NVIDIA ").removeprefix("Tesla ")
+        if re.search(rf"(?<![\w-]){re.escape(short)}(?![\w-])", name, flags=re.I):
+            return sheet
+    return None
 
 _REGS_PER_SM = 65536
 _REG_ALLOC_UNIT = 256  # registers are handed to a warp in chunks of 256
@@ -57,8 +114,9 @@ class GpuSpec:
     clock_mhz: float
     dram_gbps: float | None
     l2_bytes: int
-    shared_memory_per_block: int
+    shared_memory_per_block: int  # without opting in (48 KB)
     global_memory_bytes: int
+    shared_memory_per_block_optin: int | None = None  # from the driver; None: by compute capability
 
     @property
     def arch(self) -> str:
@@ -76,7 +134,8 @@ class GpuSpec:
     @property
     def peak_fp16_tc_tflops(self) -> float:
         """Dense fp16 tensor-core rate (fp32 accumulate); 0 when there are no tensor cores."""
-        return self.sm_count * self._consts["tc_flops"] * self.clock_mhz * 1e6 / 1e12
+        half = any(word.lower() in self.name.lower() for word in _HALF_RATE_FP32_ACCUMULATE)
+        return self.sm_count * self._consts["tc_flops"] * (0.5 if half else 1) * self.clock_mhz * 1e6 / 1e12
 
     @property
     def has_tensor_cores(self) -> bool:
@@ -98,6 +157,16 @@ class GpuSpec:
     @property
     def shared_memory_per_sm(self) -> int:
         return self._consts["smem"]
+
+    @property
+    def max_shared_memory_per_block(self) -> int:
+        """The most shared memory one block can have (dynamic, after opting in): what bounds a
+        kernel's tiles and pipeline stages on this GPU."""
+        return self.shared_memory_per_block_optin or self._consts["smem_block"]
+
+    @property
+    def datasheet(self) -> Datasheet | None:
+        return datasheet(self.name)
 
     @property
     def ridge_point(self) -> float:
@@ -139,9 +208,9 @@ def dram_gbps(name: str) -> float:
     measured = _dram_from_driver()
     if measured:
         return measured
-    for key, gbps in sorted(_DRAM_GBPS.items(), key=lambda kv: -len(kv[0])):
-        if key.lower() in name.lower():
-            return float(gbps)
+    sheet = datasheet(name)
+    if sheet:
+        return float(sheet.dram_gbps)
     raise ValueError(
         f"unknown GPU {name!r}: its DRAM bandwidth is not in helpers' table and no library of "
         "the driver answered (through cuda-bindings, cupy or NVML). Measure it with notebook 00's copy kernel."
@@ -207,11 +276,31 @@ def local_gpu_spec() -> GpuSpec:
         l2_bytes=dev.l2_cache_size_bytes,
         shared_memory_per_block=dev.max_shared_memory_per_block,
         global_memory_bytes=dev.total_global_memory,
+        shared_memory_per_block_optin=driver.max_shared_memory_per_block_optin(),
     )
 
 
+def simulated_arch() -> str | None:
+    """The architecture `COURSE_ARCH` asks a machine without a GPU to build for (sm_75 ... sm_90),
+    as if it had that architecture's representative GPU; None when unset or when a GPU is here."""
+    arch = os.environ.get("COURSE_ARCH")
+    if not arch or gpu_available():
+        return None
+    if arch not in REPRESENTATIVE:
+        raise ValueError(f"COURSE_ARCH={arch!r} is not an architecture the course is built for: "
+                         f"use one of {', '.join(REPRESENTATIVE)}")
+    return arch
+
+
+def simulated_spec() -> GpuSpec | None:
+    """The GPU `COURSE_ARCH` stands for (e.g. a Tesla T4 for sm_75), or None."""
+    arch = simulated_arch()
+    return datasheet(REPRESENTATIVE[arch]).spec() if arch else None
+
+
 def make_target(spec: str | dict | None = None) -> tvm.target.Target:
-    """A TVM target: the local GPU's, or `DEFAULT_ARCH` with no GPU, or the one asked for.
+    """A TVM target: the local GPU's, or `DEFAULT_ARCH` with no GPU (`COURSE_ARCH` if set), or
+    the one asked for.
 
     `spec` may be a tag ("nvidia/nvidia-h100"), a JSON-style dict ({"kind": "cuda", "arch":
     "sm_80"}) or an arch string ("sm_80"). A string TVM rejects gets a message that says how
@@ -220,7 +309,7 @@ def make_target(spec: str | dict | None = None) -> tvm.target.Target:
     if spec is None:
         if gpu_available():
             return tvm.target.Target.from_device(tvm.cuda(0))
-        return tvm.target.Target({"kind": "cuda", "arch": DEFAULT_ARCH})
+        return tvm.target.Target({"kind": "cuda", "arch": simulated_arch() or DEFAULT_ARCH})
     if isinstance(spec, str) and spec.startswith("sm_"):
         spec = {"kind": "cuda", "arch": spec}
     try:
@@ -235,8 +324,49 @@ def make_target(spec: str | dict | None = None) -> tvm.target.Target:
 
 def listing_target() -> tvm.target.Target:
     """The target whose generated code the notebooks print: fixed, so listings are the same on
-    every machine (and CI can check them), whatever GPU the student has."""
-    return tvm.target.Target({"kind": "cuda", "arch": DEFAULT_ARCH})
+    every machine (and CI can check them), whatever GPU the student has; `COURSE_ARCH` when set
+    (the architecture tests build every kernel for it)."""
+    return tvm.target.Target({"kind": "cuda", "arch": simulated_arch() or DEFAULT_ARCH})
+
+
+#: What a schedule step may need that older GPUs lack: the oldest compute capability that has it.
+FEATURES = {
+    "tensor cores": "7.0",  # WMMA
+    "cp.async": "8.0",  # asynchronous global-to-shared copies
+    "ldmatrix + mma.sync m16n8k16": "8.0",
+}
+
+
+def _cc(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int(minor)
+
+
+def lacks(spec: GpuSpec | None, feature: str) -> str | None:
+    """Why `spec`'s GPU cannot run a step that needs `feature` (one clause), or None if it can."""
+    if feature not in FEATURES:
+        raise ValueError(f"unknown feature {feature!r}: one of {', '.join(FEATURES)}")
+    if spec is None or _cc(spec.compute_capability) >= _cc(FEATURES[feature]):
+        return None
+    return f"{feature} needs compute capability {FEATURES[feature]}; this {spec.name} is {spec.compute_capability}"
+
+
+def lacks_shared_memory(spec: GpuSpec | None, nbytes: int) -> str | None:
+    """Why a block with `nbytes` of shared memory cannot run on `spec`'s GPU, or None if it can."""
+    if spec is None or nbytes <= spec.max_shared_memory_per_block:
+        return None
+    return (f"this step needs {nbytes / 1024:,.0f} KB of shared memory per block; this {spec.name} allows "
+            f"{spec.max_shared_memory_per_block / 1024:,.0f} KB")
+
+
+def fallback(reason: str, instead: str) -> None:
+    """Say in one line what this GPU lacks and what runs instead, and note it for the
+    architecture tests (`COURSE_BUILD_LOG`)."""
+    print(f"{reason}, so this step runs {instead}.")
+    log = os.environ.get("COURSE_BUILD_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(json.dumps({"fallback": reason, "instead": instead}) + "\n")
 
 
 def require_tensor_cores(spec: GpuSpec) -> None:
@@ -249,8 +379,18 @@ def require_tensor_cores(spec: GpuSpec) -> None:
 
 
 def banner_line(spec: GpuSpec | None, recorded: dict | None = None) -> str:
-    """One line for the top of a notebook: TVM version and the GPU (live or recorded)."""
+    """One line for the top of a notebook: TVM version and the GPU (live or recorded); a second
+    line when the driver has a GPU that TVM cannot use, saying why."""
+    problem = driver.driver_problem(driver.driver_cuda_version(), gpu_available())
+    return _banner(spec, recorded) + (f"\n{problem}" if problem else "")
+
+
+def _banner(spec: GpuSpec | None, recorded: dict | None) -> str:
     head = f"TVM {tvm.__version__}, Python {platform.python_version()}"
+    simulated = simulated_spec()
+    if spec is None and simulated is not None:
+        return (f"{head} | no GPU: building every kernel for {simulated.arch} as for a {simulated.name} "
+                f"(COURSE_ARCH); results shown are recorded ones")
     if spec is not None:
         bw = f"{spec.dram_gbps:,.0f} GB/s" if spec.dram_gbps else "DRAM bandwidth unknown"
         tc = f", {spec.peak_fp16_tc_tflops:,.0f} TFLOP/s fp16 tensor core" if spec.has_tensor_cores else ""

@@ -7,7 +7,10 @@ into something to run or read.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -38,7 +41,35 @@ def build(kernel, target=None, tir_pipeline="default"):
     if isinstance(kernel, tvm.runtime.Executable):
         return kernel
     target = env.make_target(target) if not isinstance(target, tvm.target.Target) else target
-    return tvm.compile(_module(kernel), target=target, tir_pipeline=tir_pipeline)
+    ex = tvm.compile(_module(kernel), target=target, tir_pipeline=tir_pipeline)
+    if env.simulated_arch() and ex.mod.imports:
+        device_code(ex.mod.imports[0].inspect_source(), str(target.attrs["arch"]))
+    return ex
+
+
+@functools.cache
+def device_code(source: str, arch: str) -> int:
+    """Compile generated CUDA to machine code for `arch` the way TVM does on a GPU (NVRTC), on a
+    machine without one; return the cubin's size. This is how the architecture tests prove that a
+    kernel exists on a GPU we do not have: ptxas rejects an instruction the architecture lacks."""
+    from tvm.support import nvcc
+
+    kernels = ", ".join(dict.fromkeys(re.findall(r'extern "C" __global__ void (?:__launch_bounds__\(\d+(?:, ?\d+)?\) )?(\w+)', source)))
+    try:
+        cubin = nvcc.compile_cuda(source, target_format="cubin", arch=arch, compiler="nvrtc")
+    except Exception as err:  # NVRTC's log names the line; keep its last lines
+        log = "\n".join(str(err).strip().splitlines()[-6:])
+        _log_build(kernels, arch, False)
+        raise RuntimeError(f"kernel {kernels} does not compile for {arch}:\n{log}") from None
+    _log_build(kernels, arch, True)
+    return len(cubin)
+
+
+def _log_build(kernels: str, arch: str, ok: bool) -> None:
+    log = os.environ.get("COURSE_BUILD_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(json.dumps({"kernel": kernels, "arch": arch, "ok": ok}) + "\n")
 
 
 def cuda_source(kernel, target=None, full: bool = False) -> str:

@@ -91,3 +91,82 @@ def test_device_without_gpu_says_so():
         pytest.skip("a GPU is present")
     with pytest.raises(RuntimeError, match="no CUDA GPU"):
         helpers.device()
+
+
+# The vendor's published figures (dense, no sparsity; fp16 tensor cores with fp32 accumulation):
+# NVIDIA's data sheets for T4, L4, A100, H100 and H200, its Ampere (GA102) and Ada white papers for
+# the RTX 3090 and 4090, AWS's figures for the A10G. The attributes are what each driver reports.
+PUBLISHED = {  # name: (compute capability, SMs, boost MHz, fp32 TFLOP/s, fp16 tensor TFLOP/s, DRAM GB/s)
+    "Tesla T4": ("7.5", 40, 1590, 8.1, 65, 320),
+    "NVIDIA L4": ("8.9", 58, 2040, 30.3, 121, 300),
+    "NVIDIA A10G": ("8.6", 80, 1710, 35.0, 70, 600),
+    "NVIDIA A100-SXM4-40GB": ("8.0", 108, 1410, 19.5, 312, 1555),
+    "NVIDIA A100-SXM4-80GB": ("8.0", 108, 1410, 19.5, 312, 2039),
+    "NVIDIA GeForce RTX 3090": ("8.6", 82, 1695, 35.6, 71, 936),
+    "NVIDIA GeForce RTX 4090": ("8.9", 128, 2520, 82.6, 165.2, 1008),
+    "NVIDIA H100 80GB HBM3": ("9.0", 132, 1980, 67, 989.4, 3352),
+    "NVIDIA H200": ("9.0", 132, 1980, 67, 989.4, 4800),
+}
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_peaks_of_the_gpus_students_have(name, monkeypatch):
+    """From what its driver reports, each GPU's peaks match its vendor's figures: the per-SM rates
+    (and the half-rate fp32 accumulation of GeForce cards and the A10G) are right."""
+    cc, sms, mhz, fp32, fp16, dram = PUBLISHED[name]
+    spec = helpers.GpuSpec(name=name, compute_capability=cc, sm_count=sms, clock_mhz=mhz, dram_gbps=None,
+                           l2_bytes=0, shared_memory_per_block=49152, global_memory_bytes=0)
+    assert spec.peak_fp32_tflops == pytest.approx(fp32, rel=0.01)
+    if cc == "9.0":  # Hopper's data sheet counts tensor FLOP at 1830 MHz, not the 1980 MHz boost clock
+        assert spec.peak_fp16_tc_tflops * 1830 / 1980 == pytest.approx(fp16, rel=0.01)
+    else:
+        assert spec.peak_fp16_tc_tflops == pytest.approx(fp16, rel=0.01)
+    monkeypatch.setattr(env, "_dram_from_driver", lambda: None)  # no driver: the data sheet answers
+    assert env.dram_gbps(name) == dram
+    assert spec.datasheet.name == name and spec.datasheet.fp16_tc_tflops == pytest.approx(fp16)
+
+
+def test_names_match_whole_words():
+    assert env.datasheet("NVIDIA L40S") is None  # not an L4
+    assert env.datasheet("NVIDIA H100 PCIe") is None  # not the SXM part
+    assert env.datasheet("NVIDIA A100-SXM4-80GB").dram_gbps == 2039
+
+
+def test_shared_memory_limits_by_architecture():
+    t4, a100, h100 = (env.datasheet(n).spec() for n in ("Tesla T4", "NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"))
+    assert (t4.max_shared_memory_per_block, a100.max_shared_memory_per_block) == (64 * 1024, 163 * 1024)
+    assert h100.max_shared_memory_per_block == 227 * 1024
+    assert env.lacks_shared_memory(t4, 100 * 1024) == ("this step needs 100 KB of shared memory per block; "
+                                                        "this Tesla T4 allows 64 KB")
+    assert env.lacks_shared_memory(a100, 100 * 1024) is None
+
+
+def test_features_by_compute_capability():
+    t4 = env.datasheet("Tesla T4").spec()
+    assert env.lacks(t4, "cp.async") == "cp.async needs compute capability 8.0; this Tesla T4 is 7.5"
+    assert env.lacks(t4, "tensor cores") is None
+    assert env.lacks(H100, "ldmatrix + mma.sync m16n8k16") is None
+    with pytest.raises(ValueError, match="unknown feature 'wgmma'"):
+        env.lacks(t4, "wgmma")
+
+
+def test_simulated_architecture(monkeypatch):
+    if helpers.gpu_available():
+        pytest.skip("a GPU is present: COURSE_ARCH only applies without one")
+    monkeypatch.setenv("COURSE_ARCH", "sm_86")
+    assert env.simulated_spec().name == "NVIDIA GeForce RTX 3090"
+    assert str(helpers.make_target().attrs["arch"]) == "sm_86" == str(helpers.listing_target().attrs["arch"])
+    monkeypatch.setenv("COURSE_ARCH", "sm_70")
+    with pytest.raises(ValueError, match="COURSE_ARCH='sm_70' is not an architecture the course is built for"):
+        env.simulated_arch()
+
+
+@pytest.mark.parametrize("cuda, sees, expected", [
+    (12040, False, "supports CUDA 12.4, but the pinned TVM wheels need CUDA 13 (driver 580.65.06 or newer)"),
+    (13000, False, "TVM cannot load its CUDA runtime"),
+    (13000, True, None),
+    (None, False, None),  # no driver: simply a machine without a GPU
+])
+def test_driver_problems_in_one_sentence(cuda, sees, expected):
+    problem = helpers.driver.driver_problem(cuda, sees)
+    assert problem == expected if expected is None else expected in problem
