@@ -14,6 +14,7 @@ from .intrinsics import MMA_STORE_PAIRS, mma_store_pairs
 from .kernels import build, cuda_listing, cuda_source, nvcc_path, occupancy, ptx, ptxas_report, require_divides
 from .plots import heatmap, roofline, sweep, table, text_table, versus_baseline
 from .records import RecordError
-from .tuning import (Samples, TunedKernel, TuningRun, candidate_features, database_dir, design_spaces, make_space, matmul_workload, open_database, replay, sample_candidates, top_kernels, tune)
+from .tuned import TunedKernel, database_dir, open_database, replay, top_kernels
+from .tuning import Samples, TuningRun, candidate_features, design_spaces, make_space, matmul_workload, sample_candidates, tune
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,19 +1,20 @@
-"""MetaSchedule with a budget, a quiet log and a progress bar; replay from a committed database.
+"""Running a MetaSchedule search: design spaces and templates, a budget, a quiet log and a progress bar.
 
+    spaces = helpers.design_spaces(func, "cuda")                       # the sketches; no GPU needed
     run = helpers.tune(func, "tuning/fp32", trials=64, minutes=2.5)   # needs a GPU
-    best = helpers.replay("results/<gpu>/tuning/matmul_fp32_4096")     # needs no GPU
-    print(best.sch.trace)
+    print(run.best.sch.trace)
 
 `tune` measures every candidate kernel on the GPU, so it refuses to start without one. It
 stops after `trials` measured candidates or, when `minutes` is given, before starting a round
 of candidates that would not finish in time. MetaSchedule's own log (every candidate, every
 error, the design spaces) goes to a file, not to the notebook; the notebook shows one progress
-bar. A work directory that already holds a database is resumed: its records seed the search
-and the cost model.
+bar (see `helpers.tuning_log`). A work directory that already holds a database is resumed: its
+records seed the search and the cost model.
 
-`replay` reads a MetaSchedule JSON database (database_workload.json and
-database_tuning_record.json) and applies the best record's trace to its workload: the tuned
-schedule, ready to print, build or time, in seconds and without a GPU.
+This module holds the search: the workload (`matmul_workload`), the design spaces (`SPACES`,
+`make_space`, templates) and what the search does inside them (`design_spaces`,
+`sample_candidates`, `candidate_features`), and `tune`. Reading the databases a search writes,
+e.g. replaying a committed one without a GPU, is `helpers.tuned`.
 """
 
 from __future__ import annotations
@@ -23,9 +24,7 @@ import dataclasses
 import functools
 import logging
 import math
-import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -34,10 +33,11 @@ import tvm_ffi
 from tvm.ir.utils import derived_object
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule import _ffi_api
-from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 from tvm.script import tirx as T
 
-from . import env, records
+from . import env
+from .tuned import RECORD_FILE, WORKLOAD_FILE, TunedKernel, _as_module, _flop_count, _median_sec, best_record
+from .tuning_log import _MS_LOGGER, _log_func, _Progress, _quiet
 
 #: The named design spaces `tune` knows (a `space` may also be a schedule function: see
 #: `make_space`). "cuda": MetaSchedule's default rules for CUDA cores.
@@ -46,11 +46,6 @@ from . import env, records
 #: mma.sync + ldmatrix with a cp.async software pipeline. "cuda-tensorcore-all": the union
 #: of the two, so the search (and its cost model) chooses. "llvm": CPUs (the unit tests).
 SPACES = ("cuda", "cuda-tensorcore", "cuda-mma", "cuda-tensorcore-all", "llvm")
-
-WORKLOAD_FILE = "database_workload.json"
-RECORD_FILE = "database_tuning_record.json"
-
-_MS_LOGGER = "tvm.s_tir.meta_schedule"
 
 
 # ---------------------------------------------------------------- the workload
@@ -76,47 +71,22 @@ def matmul_workload(M: int, N: int, K: int, dtype: str = "float32", acc_dtype: s
     def b_at(B, vj, vk):
         return B[vj, vk] if transpose_b else B[vk, vj]
 
-    # Two bodies, not one with casts that happen to be no-ops: a cast is part of the workload's
-    # structure, so an fp32 workload with casts would match no committed fp32 database.
-    if acc == dtype:
+    def widen(x):
+        # no cast when the dtypes agree: a cast, even a no-op, is part of the workload's structure,
+        # so an fp32 workload with casts would match no committed fp32 database
+        return x if acc == dtype else T.cast(x, acc)
 
-        @T.prim_func(s_tir=True)
-        def matmul(A: T.Buffer((M, K), dtype), B: T.Buffer(b_shape, dtype), C: T.Buffer((M, N), dtype)):
-            T.func_attr({"tirx.noalias": True})
-            for i, j, k in T.grid(M, N, K):
-                with T.sblock("C"):
-                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    with T.init():
-                        C[vi, vj] = T.cast(0, dtype)
-                    C[vi, vj] = C[vi, vj] + A[vi, vk] * b_at(B, vj, vk)
-
-    else:
-
-        @T.prim_func(s_tir=True)
-        def matmul(A: T.Buffer((M, K), dtype), B: T.Buffer(b_shape, dtype), C: T.Buffer((M, N), acc)):
-            T.func_attr({"tirx.noalias": True})
-            for i, j, k in T.grid(M, N, K):
-                with T.sblock("C"):
-                    vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                    with T.init():
-                        C[vi, vj] = T.cast(0, acc)
-                    C[vi, vj] = C[vi, vj] + T.cast(A[vi, vk], acc) * T.cast(b_at(B, vj, vk), acc)
+    @T.prim_func(s_tir=True)
+    def matmul(A: T.Buffer((M, K), dtype), B: T.Buffer(b_shape, dtype), C: T.Buffer((M, N), acc)):
+        T.func_attr({"tirx.noalias": True})
+        for i, j, k in T.grid(M, N, K):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.cast(0, acc)
+                C[vi, vj] = C[vi, vj] + widen(A[vi, vk]) * widen(b_at(B, vj, vk))
 
     return matmul
-
-
-def _as_module(func) -> tvm.IRModule:
-    """The IRModule MetaSchedule stores as the workload (a PrimFunc becomes `main`)."""
-    if isinstance(func, tvm.s_tir.Schedule):
-        raise TypeError("pass the PrimFunc (or IRModule) to tune, not a Schedule: MetaSchedule writes the schedule")
-    if isinstance(func, tvm.tirx.PrimFunc):
-        return _normalize_mod(func)
-    if isinstance(func, tvm.IRModule):
-        names = [gv.name_hint for gv in func.get_global_vars()]
-        if names != ["main"]:
-            raise ValueError(f"expected an IRModule with one function named 'main', got {names}")
-        return func
-    raise TypeError(f"expected a tvm.tirx.PrimFunc or IRModule, got {type(func).__name__}")
 
 
 # ---------------------------------------------------------------- the search space
@@ -256,37 +226,6 @@ def _check_budget(trials, trials_per_iter, minutes) -> None:
             raise ValueError(f"minutes must be a positive number (the time limit of the search) or None, got {minutes!r}")
 
 
-class _Progress:
-    """A progress bar over measured candidates: tqdm when installed, else one plain line per round."""
-
-    def __init__(self, total: int, stream, enabled: bool, desc: str):
-        self.total, self.stream, self.enabled, self.desc = total, stream, enabled, desc
-        self.done = 0
-        self.bar = None
-        if enabled:
-            try:
-                from tqdm.std import tqdm
-
-                self.bar = tqdm(total=total, desc=desc, unit="trial", file=stream, ncols=100,
-                                mininterval=0, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]")
-            except ImportError:
-                self.bar = None
-
-    def update(self, n: int, postfix: str) -> None:
-        self.done += n
-        if not self.enabled:
-            return
-        if self.bar is not None:
-            self.bar.set_postfix_str(postfix, refresh=False)
-            self.bar.update(n)
-        else:
-            print(f"{self.desc}: {self.done}/{self.total} trials, {postfix}", file=self.stream, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 @derived_object
 class _ProgressCallback(ms.measure_callback.PyMeasureCallback):
     """After each round of measurements: count them, keep the best, move the progress bar."""
@@ -362,95 +301,6 @@ class _State:
     round_start: float | None = None
     round_seconds: list = dataclasses.field(default_factory=list)
     stopped_for_time: bool = False
-
-
-# ---------------------------------------------------------------- quiet logging
-
-
-def _log_func(logger: logging.Logger):
-    """MetaSchedule's C++ side logs through this; level -1 asks to clear the notebook's output
-    (which would wipe the progress bar), so it is ignored here."""
-    levels = {logging.DEBUG: logger.debug, logging.INFO: logger.info, logging.WARNING: logger.warning,
-              logging.ERROR: logger.error}
-
-    def log(level: int, filename: str, lineno: int, msg: str) -> None:
-        if level >= 0:
-            levels.get(level, logger.info)(f"[{os.path.basename(filename)}:{lineno}] {msg}")
-
-    return log
-
-
-def _in_notebook() -> bool:
-    return type(sys.stdout).__module__.startswith("ipykernel")
-
-
-_IPYTHON_CHECK = "s_tir.meta_schedule.using_ipython"
-_ipython_original = None  # MetaSchedule's own check, kept when ours replaces it
-_quiet_depth = 0
-
-
-def _using_ipython() -> bool:
-    return False if _quiet_depth else bool(_ipython_original and _ipython_original())
-
-
-def _install_ipython_check() -> None:
-    """In a notebook MetaSchedule displays its task table (a pandas DataFrame) after every round,
-    beside the progress bar. Its C++ side asks the global function `_IPYTHON_CHECK` whether it
-    runs in IPython: while `_quiet` is active the answer is no, so the table goes to the log
-    file; otherwise MetaSchedule's own answer is passed on."""
-    global _ipython_original
-    if _ipython_original is None:
-        _ipython_original = tvm_ffi.get_global_func(_IPYTHON_CHECK, allow_missing=True) or (lambda: False)
-        tvm_ffi.register_global_func(_IPYTHON_CHECK, _using_ipython, override=True)
-
-
-@contextlib.contextmanager
-def _quiet(log_file: Path, redirect_fds: bool):
-    """Send MetaSchedule's Python loggers, and (optionally) everything C++ code and the worker
-    processes write to file descriptors 1 and 2, to `log_file`; give back a stream for the
-    progress bar that still reaches the screen."""
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(log_file, mode="a")
-    handler.setFormatter(logging.Formatter("%(asctime)s [%(levelname)s] %(message)s", "%Y-%m-%d %H:%M:%S"))
-    ms_logger = logging.getLogger(_MS_LOGGER)
-    saved = (ms_logger.level, ms_logger.propagate, list(ms_logger.handlers))
-    for h in saved[2]:
-        ms_logger.removeHandler(h)
-    ms_logger.addHandler(handler)
-    ms_logger.setLevel(logging.DEBUG)
-    ms_logger.propagate = False
-    global _quiet_depth
-    _install_ipython_check()
-    _quiet_depth += 1
-    saved_fds = []
-    screen = sys.stdout
-    try:
-        if redirect_fds:
-            for s in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):
-                    s.flush()
-            if not _in_notebook():
-                # a script: the progress bar keeps a copy of the terminal
-                screen = os.fdopen(os.dup(1), "w", buffering=1)
-            target = os.open(log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-            for fd in (1, 2):
-                saved_fds.append((fd, os.dup(fd)))
-                os.dup2(target, fd)
-            os.close(target)
-        yield screen
-    finally:
-        _quiet_depth -= 1
-        for fd, copy in saved_fds:
-            os.dup2(copy, fd)
-            os.close(copy)
-        if screen is not sys.stdout:
-            screen.close()
-        ms_logger.removeHandler(handler)
-        handler.close()
-        ms_logger.setLevel(saved[0])
-        ms_logger.propagate = saved[1]
-        for h in saved[2]:
-            ms_logger.addHandler(h)
 
 
 # ---------------------------------------------------------------- tuning
@@ -588,122 +438,3 @@ def _warm_start(cost_model, ctx, database, mod, limit: int = 200) -> int:
     if cands:
         cost_model.update(ctx, cands, results)
     return len(cands)
-
-
-def _flop_count(mod: tvm.IRModule) -> float | None:
-    try:
-        from tvm.s_tir.analysis import estimate_tir_flops
-
-        return float(estimate_tir_flops(mod))
-    except Exception:
-        return None
-
-
-# ---------------------------------------------------------------- databases and replay
-
-
-@dataclasses.dataclass
-class TunedKernel:
-    """The best record of a database: its schedule (trace applied to the workload) and the
-    latency MetaSchedule measured for it while tuning."""
-
-    sch: tvm.s_tir.Schedule
-    tuning_ms: float
-    target: str
-    records: int  # valid records of this workload in the database
-    source: str  # the database directory's name
-    flop: float | None
-    run_secs: list = dataclasses.field(default_factory=list)  # as stored: identifies the record
-
-    @property
-    def trace(self):
-        return self.sch.trace
-
-    @property
-    def tuning_tflops(self) -> float | None:
-        return self.flop / (self.tuning_ms * 1e-3) / 1e12 if self.flop else None
-
-    def describe(self) -> str:
-        rate = f", {self.tuning_tflops:,.2f} TFLOP/s" if self.tuning_tflops else ""
-        return f"{self.tuning_ms:.4f} ms{rate} when measured during tuning (best of {self.records} records)"
-
-
-def database_dir(name: str, gpu: str | None = None, root: Path | None = None) -> Path:
-    """Where a committed tuning database lives: notebooks/results/<gpu-slug>/tuning/<name>.
-    `gpu` is a slug or a GPU name (default: the recorded GPU)."""
-    slug = records.gpu_slug(gpu) if gpu else records.recorded_gpu()
-    return Path(root or records.RESULTS_DIR) / slug / "tuning" / name
-
-
-def open_database(path) -> ms.database.JSONDatabase:
-    """Open a committed JSON database for reading; a clear error when it is not there."""
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"no tuning database at {path}: the directory does not exist "
-                                "(tune first, or check the GPU folder and the name)")
-    if not path.is_dir():
-        raise NotADirectoryError(f"{path} is a file; a tuning database is a directory holding "
-                                 f"{WORKLOAD_FILE} and {RECORD_FILE}")
-    missing = [f for f in (WORKLOAD_FILE, RECORD_FILE) if not (path / f).is_file()]
-    if missing:
-        raise FileNotFoundError(f"the directory {path} lacks {' and '.join(missing)}: it is not a MetaSchedule "
-                                "JSON database")
-    if '"Tensorize"' in (path / RECORD_FILE).read_text():
-        # traces that tensorize name TVM's tensor intrinsics, which must be registered first
-        import tvm.s_tir.tensor_intrin.cuda  # noqa: F401
-    return ms.database.JSONDatabase(path_workload=str(path / WORKLOAD_FILE),
-                                    path_tuning_record=str(path / RECORD_FILE), allow_missing=False)
-
-
-def _median_sec(rec) -> float:
-    secs = [float(s) for s in rec.run_secs or []]
-    return statistics.median(secs) if secs else math.inf
-
-
-def _valid_records(database, func, where: str) -> list:
-    recs = [r for r in database.get_all_tuning_records() if _median_sec(r) < 1e9]
-    if func is not None:
-        mod = _as_module(func)
-        recs = [r for r in recs if tvm_ffi.structural_equal(r.workload.mod, mod)]
-        if not recs:
-            raise LookupError(
-                f"{where} holds no valid record for this workload: a different shape, dtype or attributes "
-                "(a PrimFunc without T.func_attr({'tirx.noalias': True}) is a different workload)")
-    elif not recs:
-        raise LookupError(f"{where} holds no valid (measured, error-free) tuning record")
-    else:
-        hashes = {tvm_ffi.structural_hash(r.workload.mod) for r in recs}
-        if len(hashes) > 1:
-            raise ValueError(f"{where} holds {len(hashes)} workloads: pass the PrimFunc to choose one")
-    return recs
-
-
-def top_kernels(database, func=None, k: int = 1, source="") -> list[TunedKernel]:
-    """The `k` best valid records (lowest median latency while tuning) of `database`, for
-    `func`'s workload (default: the database's only workload), as TunedKernels."""
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
-    where = Path(source).name if source else "the database"
-    recs = sorted(_valid_records(database, func, where), key=_median_sec)
-    out = []
-    for rec in recs[:k]:
-        # a Schedule may rewrite the statements of a module it is given in place: work on a copy,
-        # never on the database's own workload
-        mod = tvm.ir.load_json(tvm.ir.save_json(rec.workload.mod))
-        sch = tvm.s_tir.Schedule(mod)
-        rec.trace.apply_to_schedule(sch, remove_postproc=False)
-        out.append(TunedKernel(sch=sch, tuning_ms=_median_sec(rec) * 1e3, target=str(rec.target),
-                               records=len(recs), source=where, flop=_flop_count(mod),
-                               run_secs=[float(x) for x in rec.run_secs]))
-    return out
-
-
-def best_record(database, func=None, source="") -> TunedKernel:
-    """The best valid record of `database` (see `top_kernels`)."""
-    return top_kernels(database, func, 1, source)[0]
-
-
-def replay(path, func=None) -> TunedKernel:
-    """The best tuned kernel of the committed database in directory `path` (no GPU needed):
-    `.sch` is the schedule (print `.sch.trace`, `.sch.mod.script()`, or build it)."""
-    return best_record(open_database(path), func, source=path)

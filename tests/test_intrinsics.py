@@ -5,9 +5,9 @@ import pytest
 import tvm
 
 import helpers
-from helpers import tuning
+from helpers import tuned, tuning
 
-DATABASE = tuning.database_dir("matmul_fp16_4096_mma_template")  # committed for the recorded GPU
+DATABASE = tuned.database_dir("matmul_fp16_4096_mma_template")  # committed for the recorded GPU
 
 
 def test_registered_with_tvms_description_of_a_16x16_store():

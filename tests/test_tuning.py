@@ -1,4 +1,5 @@
-"""helpers.tuning without a GPU: budget checks, databases, replay, and the quiet log."""
+"""helpers.tuning without a GPU: budget checks, design spaces and templates, and the quiet log
+(helpers.tuning_log). Reading databases is tests/test_tuned.py."""
 
 import functools
 import logging
@@ -10,33 +11,12 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 import helpers
-from helpers import tuning
+from helpers import tuned, tuning, tuning_log
 
 
 @pytest.fixture(scope="module")
 def small():
     return tuning.matmul_workload(64, 32, 16)
-
-
-def _database(path, func, schedules_and_secs):
-    """A JSON database holding one record per (schedule function, seconds)."""
-    db = ms.database.JSONDatabase(work_dir=str(path))
-    mod = tuning._as_module(func)
-    workload = db.commit_workload(mod)
-    for make, secs in schedules_and_secs:
-        sch = tvm.s_tir.Schedule(mod)
-        make(sch)
-        db.commit_tuning_record(ms.database.TuningRecord(
-            sch.trace, workload, run_secs=None if secs is None else [secs],
-            target=tvm.target.Target({"kind": "llvm"}), args_info=ms.arg_info.ArgInfo.from_prim_func(mod["main"])))
-    return db
-
-
-def _split_i(factor):
-    def make(sch):
-        i, _, _ = sch.get_loops(sch.get_sblock("C"))
-        sch.split(i, [None, factor])
-    return make
 
 
 # ---------------------------------------------------------------- bad input
@@ -134,72 +114,11 @@ def test_candidates_compile_under_pass_config(small, monkeypatch):
     seen = {}
     monkeypatch.setattr(local_builder, "default_build",
                         lambda mod, target, params: seen.update(tvm.transform.PassContext.current().config))
-    tuning._build_with({"tirx.use_async_copy": True}, tuning._as_module(small), tvm.target.Target("llvm"), None)
+    tuning._build_with({"tirx.use_async_copy": True}, tuned._as_module(small), tvm.target.Target("llvm"), None)
     assert bool(seen["tirx.use_async_copy"])
     # the worker process receives the build function by reference: it must survive pickling
     f = cloudpickle.loads(cloudpickle.dumps(functools.partial(tuning._build_with, {"tirx.use_async_copy": True})))
     assert f.func is tuning._build_with
-
-
-# ---------------------------------------------------------------- databases
-
-
-def test_missing_database_directory_is_named(tmp_path):
-    missing = tmp_path / "results" / "matmul_fp32_4096"
-    with pytest.raises(FileNotFoundError, match="matmul_fp32_4096: the directory does not exist"):
-        tuning.replay(missing)
-
-
-def test_directory_without_database_files(tmp_path):
-    (tmp_path / tuning.WORKLOAD_FILE).write_text("")
-    with pytest.raises(FileNotFoundError, match="lacks database_tuning_record.json"):
-        tuning.open_database(tmp_path)
-
-
-def test_database_path_is_a_file(tmp_path):
-    f = tmp_path / "db"
-    f.write_text("x")
-    with pytest.raises(NotADirectoryError):
-        tuning.open_database(f)
-
-
-def test_database_dir_layout():
-    d = tuning.database_dir("matmul_fp32_4096", "NVIDIA H100 80GB HBM3")
-    assert d.parts[-4:] == ("results", "nvidia-h100-80gb-hbm3", "tuning", "matmul_fp32_4096")
-
-
-def test_replay_picks_the_fastest_record(small, tmp_path):
-    _database(tmp_path, small, [(_split_i(4), 3e-3), (_split_i(8), 1e-3), (_split_i(16), None), (_split_i(2), 2e-3)])
-    best = tuning.replay(tmp_path, small)
-    assert best.tuning_ms == pytest.approx(1.0)
-    assert best.records == 3  # the failed record (no run_secs) is not a candidate
-    assert "factors=[None, 8]" in str(best.trace)
-    # the trace applied to the workload gives the same module as scheduling it by hand
-    expected = tvm.s_tir.Schedule(tuning._as_module(tuning.matmul_workload(64, 32, 16)))
-    _split_i(8)(expected)
-    tvm.ir.assert_structural_equal(best.sch.mod, expected.mod)
-    assert "1.0000 ms" in best.describe()
-    assert best.flop == 2 * 64 * 32 * 16 and best.tuning_tflops == pytest.approx(2 * 64 * 32 * 16 / 1e-3 / 1e12)
-    # the workload stored in the database is enough: no PrimFunc needed
-    assert tuning.replay(tmp_path).tuning_ms == pytest.approx(1.0)
-    top = tuning.top_kernels(tuning.open_database(tmp_path), small, k=5)
-    assert [round(k.tuning_ms, 6) for k in top] == [1.0, 2.0, 3.0]
-    assert ["factors=[None, %d]" % f in str(k.trace) for k, f in zip(top, (8, 2, 4))] == [True] * 3
-
-
-def test_replay_of_another_workload_explains_noalias(small, tmp_path):
-    _database(tmp_path, small, [(_split_i(4), 1e-3)])
-    # an IRModule is taken as it is (a PrimFunc gets the attribute added, as tune_tir does)
-    without_attr = tvm.IRModule({"main": small.without_attr("tirx.noalias")})
-    with pytest.raises(LookupError, match="tirx.noalias"):
-        tuning.replay(tmp_path, without_attr)
-    assert tuning.replay(tmp_path, small.without_attr("tirx.noalias")).records == 1
-
-
-def test_database_without_valid_records(small, tmp_path):
-    _database(tmp_path, small, [(_split_i(4), None)])
-    with pytest.raises(LookupError, match="no valid"):
-        tuning.replay(tmp_path)
 
 
 # ---------------------------------------------------------------- the quiet log
@@ -207,7 +126,7 @@ def test_database_without_valid_records(small, tmp_path):
 
 def test_metaschedule_log_goes_to_the_file(tmp_path, capsys):
     log = tmp_path / "logs" / "tuning.log"
-    with tuning._quiet(log, redirect_fds=False):
+    with tuning_log._quiet(log, redirect_fds=False):
         logging.getLogger("tvm.s_tir.meta_schedule.task_scheduler").info("Trial #1: GFLOPs: 123")
         logging.getLogger("tvm.s_tir.meta_schedule").warning("a warning")
     out = capsys.readouterr()
@@ -224,13 +143,13 @@ def test_task_table_goes_to_the_log_not_the_notebook(tmp_path, monkeypatch):
     import tvm_ffi
 
     def check():
-        return tvm_ffi.get_global_func(tuning._IPYTHON_CHECK)()
+        return tvm_ffi.get_global_func(tuning_log._IPYTHON_CHECK)()
 
-    with tuning._quiet(tmp_path / "x.log", redirect_fds=False):
+    with tuning_log._quiet(tmp_path / "x.log", redirect_fds=False):
         pass  # installs the check
-    monkeypatch.setattr(tuning, "_ipython_original", lambda: True)  # as in a notebook
+    monkeypatch.setattr(tuning_log, "_ipython_original", lambda: True)  # as in a notebook
     assert check() is True
-    with tuning._quiet(tmp_path / "x.log", redirect_fds=False):
+    with tuning_log._quiet(tmp_path / "x.log", redirect_fds=False):
         assert check() is False
     assert check() is True
 
@@ -241,7 +160,7 @@ def test_clear_screen_requests_are_dropped(tmp_path):
     handler = logging.FileHandler(tmp_path / "x.log")
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
-    f = tuning._log_func(logger)
+    f = tuning_log._log_func(logger)
     f(-1, "task_scheduler.cc", 1, "")  # MetaSchedule's "clear the notebook output": ignored
     f(logging.INFO, "task_scheduler.cc", 2, "hello")
     handler.close()
@@ -262,7 +181,7 @@ def test_tune_on_cpu_end_to_end(small, tmp_path, capfd):
     assert "Trial #" not in out.out + out.err  # MetaSchedule's per-trial log lines are not
     assert "Trial #" in run.log_file.read_text()  # ... they are in the file
     assert run.log_file == tmp_path / "logs" / "tuning.log"
-    assert run.best is not None and tuning.replay(tmp_path, small).records == run.best.records
+    assert run.best is not None and tuned.replay(tmp_path, small).records == run.best.records
     again = tuning.tune(small, tmp_path, trials=4, trials_per_iter=4, space="llvm")  # resumes
     assert again.best.records >= run.best.records
 
