@@ -26,7 +26,7 @@ if (( pytest )); then
 else
   command="COURSE_RECORD=1 python3 -m helpers.run_notebooks $*"
 fi
-export COURSE_RECORD_COMMAND="$command (gpu/record.sh on the $gpu device, $(date -u +%FT%RZ), commit $(git rev-parse --short HEAD 2>/dev/null || cat .commit 2>/dev/null || echo unknown))"
+export COURSE_RECORD_COMMAND="$command (gpu/record.sh on the $gpu device, $(date -u +%FT%RZ), commit $(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown))"
 echo "# $gpu, $(date -u +%F) $(date -u +%R) UTC, apache-tvm $(python3 -c 'import tvm; print(tvm.__version__)'): $COURSE_RECORD_COMMAND" > "$log"
 if (( pytest )); then
   python3 -m pytest -rs -p no:cacheprovider "$@" 2>&1 | tee -a "$log"
