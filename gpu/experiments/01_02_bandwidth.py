@@ -1,13 +1,15 @@
 """Notebooks 01 (vector add) and 02 (window sum), explored broadly on one GPU.
 
-    python gpu/experiments/01_02_bandwidth.py          # on a GPU: build, check, time, one table
-    python gpu/experiments/01_02_bandwidth.py --dry    # anywhere: only build every variant
+    python gpu/experiments/01_02_bandwidth.py sweep                # on a GPU: build, check, time, one table
+    python gpu/experiments/01_02_bandwidth.py sweep --dry          # anywhere: only build every variant
+    python gpu/experiments/01_02_bandwidth.py dram-traffic         # on a GPU with Nsight Compute (ncu)
 
 Every kernel is memory-bound, so everything is reported in GB/s of *minimal* DRAM traffic
 (each array read or written once) and as a percentage of the best TensorIR copy at the same size
-(the ceiling notebook 01 measures for itself). What it explores:
+(the ceiling notebook 01 measures for itself).
 
-  A. copy B[i] = A[i] (the ceiling): vector width 1/4, threads 128..1024, elements per thread
+sweep, one table in sections:
+  A. copy B[i] = A[i] (the ceiling) at 2^24: vector width 1/4, threads 128..1024, elements per thread
   B. vector add C = A + B at 2^24: threads per block 32..1024 x vector width 1/2/4
   C. vector add at 2^24 with several elements per thread, coalesced (block-stride) and blocked
      (each thread a contiguous chunk)
@@ -16,20 +18,17 @@ Every kernel is memory-bound, so everything is reported in GB/s of *minimal* DRA
      (cache_read + compute_at + cooperative fetch) at tiles of 128..1024 outputs, and with
      several outputs per thread
   F. torch's copy_ and add at 2^24 as vendor references
-  G. if Nsight Compute (ncu) is present and allowed: DRAM bytes and L1/L2 hit rates of the
-     window sums and the add, cold caches (does L1 already capture the window's reuse?)
+A failing variant is reported, not fatal; past ~200 s the remaining variants are skipped.
 
-It prints one table at the end (then the ncu lines, if any); a failing variant is reported, not
-fatal. Total run time is kept under ~4 minutes (later sections are skipped past a budget).
+dram-traffic: Nsight Compute's DRAM bytes and L1/L2 hit rates of the window sums (global and
+shared) and of the add, cold caches: does L1 already capture the window's reuse? (notebook 02)
 """
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
+import csv
+import io
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -41,27 +40,14 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 import helpers
+from common import Study, Variant, cli, copy_module, dry_run, error_line, under_ncu
 from helpers import bench
 
 N24 = 1 << 24
-BUDGET_S = 200  # stop starting new sections after this many seconds (ncu gets its own check)
+BUDGET_S = 200  # the sweep starts no new variant after this many seconds
 
 
 # ------------------------------------------------------------------ the kernels
-
-
-def copy_module(n: int) -> tvm.IRModule:
-    @I.ir_module
-    class Copy:
-        @T.prim_func(s_tir=True)
-        def main(A: T.Buffer((n,), "float32"), B: T.Buffer((n,), "float32")):
-            T.func_attr({"tirx.noalias": True})
-            for i in range(n):
-                with T.sblock("B"):
-                    vi = T.axis.spatial(n, i)
-                    B[vi] = A[vi]
-
-    return Copy
 
 
 def add_module(n: int) -> tvm.IRModule:
@@ -150,118 +136,83 @@ def log2(n: int) -> int:
     return n.bit_length() - 1
 
 
+def kind_of(v: Variant) -> str:
+    """copy, add or window: the first word of every variant's name."""
+    return v.name.split()[0]
+
+
 def minimal_bytes(kind: str, n: int) -> int:
     return {"copy": 2 * n * 4, "add": 3 * n * 4, "window": (2 * n + 2) * 4}[kind]
 
 
-def variants():
-    """(section, name, kind, n, build) for every TensorIR variant."""
-    out = []
+def variants() -> dict[str, list[Variant]]:
+    """The TensorIR variants of each section of the sweep (A-E)."""
+    out = {section: [] for section in "ABCDE"}
 
-    def add(section, name, data_kind, size, fn, **kw):
-        out.append((section, name, data_kind, size, lambda: fn(**kw)))
+    def add(section, name, n, fn, **kw):
+        out[section].append(Variant(name, lambda: fn(n=n, **kw), (n,)))
 
     # A. copy ceiling at 2^24
     for v in (1, 4):
         for t in (128, 256, 512, 1024):
-            add("A", f"copy 2^24 t{t} v{v}", "copy", N24, schedule_1d, kind="copy", n=N24, threads=t, vector=v)
+            add("A", f"copy 2^24 t{t} v{v}", N24, schedule_1d, kind="copy", threads=t, vector=v)
     for t, v, p in [(256, 4, 2), (256, 4, 4), (512, 4, 2), (128, 4, 4), (256, 1, 4)]:
-        add("A", f"copy 2^24 t{t} v{v} x{p}", "copy", N24, schedule_1d, kind="copy", n=N24, threads=t, vector=v,
-            per_thread=p)
+        add("A", f"copy 2^24 t{t} v{v} x{p}", N24, schedule_1d, kind="copy", threads=t, vector=v, per_thread=p)
     # B. vector add: threads per block x vector width
     for v in (1, 2, 4):
         for t in (32, 64, 128, 256, 512, 1024):
-            add("B", f"add 2^24 t{t} v{v}", "add", N24, schedule_1d, kind="add", n=N24, threads=t, vector=v)
+            add("B", f"add 2^24 t{t} v{v}", N24, schedule_1d, kind="add", threads=t, vector=v)
     # C. several elements per thread, coalesced and blocked
     for t in (128, 256, 512):
         for v in (1, 4):
             for p in (2, 4, 8):
-                add("C", f"add 2^24 t{t} v{v} x{p}", "add", N24, schedule_1d, kind="add", n=N24, threads=t,
-                    vector=v, per_thread=p)
-    add("C", "add 2^24 t256 v1 x16", "add", N24, schedule_1d, kind="add", n=N24, threads=256, per_thread=16)
+                add("C", f"add 2^24 t{t} v{v} x{p}", N24, schedule_1d, kind="add", threads=t, vector=v, per_thread=p)
+    add("C", "add 2^24 t256 v1 x16", N24, schedule_1d, kind="add", threads=256, per_thread=16)
     for v, p in [(1, 4), (1, 16), (4, 4)]:
-        add("C", f"add 2^24 t256 v{v} x{p} blocked", "add", N24, schedule_1d, kind="add", n=N24, threads=256,
-            vector=v, per_thread=p, layout="blocked")
+        add("C", f"add 2^24 t256 v{v} x{p} blocked", N24, schedule_1d, kind="add", threads=256, vector=v,
+            per_thread=p, layout="blocked")
     # D. sizes
     for e in (20, 21, 22, 23, 24, 25, 26):
         n = 1 << e
-        add("D", f"copy 2^{e} t256 v4", "copy", n, schedule_1d, kind="copy", n=n, threads=256, vector=4)
-        add("D", f"add 2^{e} t256 v1", "add", n, schedule_1d, kind="add", n=n, threads=256)
-        add("D", f"add 2^{e} t256 v4", "add", n, schedule_1d, kind="add", n=n, threads=256, vector=4)
+        add("D", f"copy 2^{e} t256 v4", n, schedule_1d, kind="copy", threads=256, vector=4)
+        add("D", f"add 2^{e} t256 v1", n, schedule_1d, kind="add", threads=256)
+        add("D", f"add 2^{e} t256 v4", n, schedule_1d, kind="add", threads=256, vector=4)
     # E. window sum without / with shared memory
     for t in (128, 256, 512, 1024):
-        add("E", f"window 2^24 t{t} global", "window", N24, schedule_1d, kind="window", n=N24, threads=t)
-        add("E", f"window 2^24 t{t} shared", "window", N24, schedule_window_shared, n=N24, threads=t)
+        add("E", f"window 2^24 t{t} global", N24, schedule_1d, kind="window", threads=t)
+        add("E", f"window 2^24 t{t} shared", N24, schedule_window_shared, threads=t)
     for t, p in [(128, 4), (256, 4), (256, 8), (512, 4), (1024, 4)]:
-        add("E", f"window 2^24 t{t} x{p} global", "window", N24, schedule_1d, kind="window", n=N24, threads=t,
-            per_thread=p)
-        add("E", f"window 2^24 t{t} x{p} shared", "window", N24, schedule_window_shared, n=N24, threads=t,
-            per_thread=p)
+        add("E", f"window 2^24 t{t} x{p} global", N24, schedule_1d, kind="window", threads=t, per_thread=p)
+        add("E", f"window 2^24 t{t} x{p} shared", N24, schedule_window_shared, threads=t, per_thread=p)
     return out
 
 
-# ------------------------------------------------------------------ running
+def all_variants() -> list[Variant]:
+    return [v for section in variants().values() for v in section]
 
 
-class Row:
-    def __init__(self, section, name, ms=None, gbps=None, err=None, pct=None, note=""):
-        self.section, self.name, self.ms, self.gbps, self.err, self.pct, self.note = (
-            section, name, ms, gbps, err, pct, note)
-
-
-def fmt_table(rows) -> str:
-    head = ("sec", "variant", "ms", "GB/s", "rel err", "% best copy", "note")
-    lines = [head]
-    for r in rows:
-        lines.append((
-            r.section, r.name,
-            f"{r.ms:.4f}" if r.ms else "-",
-            f"{r.gbps:,.0f}" if r.gbps else "",
-            f"{r.err:.1e}" if r.err is not None else "",
-            f"{r.pct:.1%}" if r.pct is not None else "",
-            r.note,
-        ))
-    w = [max(len(x[i]) for x in lines) for i in range(len(head))]
-    text = ["  ".join(c.ljust(k) for c, k in zip(x, w)).rstrip() for x in lines]
-    text.insert(1, "  ".join("-" * k for k in w))
-    return "\n".join(text)
-
-
-def dry() -> int:
-    t0 = time.time()
-    failed = 0
-    vs = variants()
-    for section, name, kind, n, make in vs:
-        try:
-            helpers.cuda_source(make())
-        except Exception as err:  # report, keep going
-            failed += 1
-            print(f"FAILED {name}: {type(err).__name__}: {err}")
-    print(f"dry run: {len(vs) - failed} of {len(vs)} variants built, {failed} failed, {time.time() - t0:.1f} s")
-    return 1 if failed else 0
+# ------------------------------------------------------------------ the sweep
 
 
 class Data:
-    """Host inputs, references and device arrays for one (kind, n), kept while it is in use."""
+    """Host inputs, reference and device arrays for one (kind, n), kept while it is in use."""
 
     def __init__(self, dev):
         self.dev, self.key, self.rng = dev, None, np.random.default_rng(0)
 
     def get(self, kind, n):
         if self.key != (kind, n):
-            self.key = None
-            self.args = None
+            self.key = self.args = None  # free the previous arrays before making the next
             m = n + 2 if kind == "window" else n
             a = self.rng.random(m, dtype=np.float32)
             if kind == "copy":
-                ins, ref = [a], a
+                ins, self.ref = [a], a
             elif kind == "add":
                 b = self.rng.random(n, dtype=np.float32)
-                ins, ref = [a, b], a + b
+                ins, self.ref = [a, b], a + b
             else:
-                ins, ref = [a], a[:-2] + a[1:-1] + a[2:]
+                ins, self.ref = [a], a[:-2] + a[1:-1] + a[2:]
             self.nan = np.full(n, np.nan, np.float32)
-            self.ref = ref
             self.args = [tvm.runtime.tensor(x, self.dev) for x in ins] + [tvm.runtime.tensor(self.nan, self.dev)]
             self.key = (kind, n)
         return self.args
@@ -272,10 +223,10 @@ def rel_err(out: np.ndarray, ref: np.ndarray) -> float:
     return float(np.sqrt(np.dot(d, d)) / np.sqrt(np.dot(ref.astype(np.float64), ref.astype(np.float64))))
 
 
-def run_variant(dev, data, name, kind, n, make, repeat=10):
-    """Build, check on a poisoned output, time. Returns (ms, rel err) or raises."""
-    ex = helpers.build(make())
-    args = data.get(kind, n)
+def run_variant(dev, data, v: Variant, repeat=10):
+    """Build, check on a poisoned output, time. Returns (ms or None if wrong, rel err)."""
+    _, ex = v.build()
+    args = data.get(kind_of(v), v.shape[0])
     args[-1].copyfrom(data.nan)
     ex.mod["main"](*args)
     dev.sync()
@@ -286,7 +237,8 @@ def run_variant(dev, data, name, kind, n, make, repeat=10):
     return ms, err
 
 
-def torch_refs(spec):
+def torch_refs():
+    """(name, kind, n, ms, rel err) of torch's copy_, add and a two-kernel window sum at 2^24."""
     rows = []
     try:
         import torch
@@ -312,9 +264,63 @@ def torch_refs(spec):
         rows.append(("torch window (2 kernels) 2^24", "window", n, ms, None))
         del a, b, c, w, a2
         torch.cuda.empty_cache()
-    except Exception as err:
-        rows.append((f"torch: {type(err).__name__}: {str(err)[:60]}", None, None, None, None))
+    except Exception as err:  # noqa: BLE001
+        rows.append((f"torch: {error_line(err, 60)}", None, None, None, None))
     return rows
+
+
+def sweep(args) -> int:
+    if args.dry:
+        return dry_run(all_variants())
+    t_start = time.time()
+    dev = helpers.device()
+    spec = helpers.local_gpu_spec()
+    print(f"GPU {spec.name}, {spec.sm_count} SMs @ {spec.clock_mhz:.0f} MHz, L2 {spec.l2_bytes / 2**20:.0f} MiB, "
+          f"DRAM {spec.dram_gbps} GB/s (theoretical), TVM {tvm.__version__}", flush=True)
+    data = Data(dev)
+    measured = {}  # variant name: (section, n, ms, GB/s, rel err, note)
+    best_copy: dict[int, float] = {}  # n: best TensorIR copy GB/s
+    section_of = {v.name: s for s, vs in variants().items() for v in vs}
+    # copies first (they set the ceiling), then everything else grouped by (kind, n)
+    order = sorted(all_variants(), key=lambda v: (kind_of(v) != "copy", v.shape[0], kind_of(v), section_of[v.name]))
+    for v in order:
+        section, kind, n = section_of[v.name], kind_of(v), v.shape[0]
+        if time.time() - t_start > BUDGET_S:
+            measured[v.name] = (section, n, None, None, None, "skipped (time budget)")
+            continue
+        try:
+            ms, err = run_variant(dev, data, v)
+            if ms is None:
+                measured[v.name] = (section, n, None, None, err, "WRONG, not timed")
+                continue
+            gbps = minimal_bytes(kind, n) / (ms * 1e-3) / 1e9
+            if kind == "copy":
+                best_copy[n] = max(best_copy.get(n, 0.0), gbps)
+            measured[v.name] = (section, n, ms, gbps, err, "fits in L2" if minimal_bytes(kind, n) <= spec.l2_bytes else "")
+        except Exception as err:  # noqa: BLE001 (report it, measure the rest)
+            measured[v.name] = (section, n, None, None, None, f"FAILED {error_line(err, 80)}")
+            traceback.print_exc()
+    data.key = data.args = None
+    for name, kind, n, ms, err in torch_refs():
+        measured[name] = ("F", N24, ms, minimal_bytes(kind, n) / (ms * 1e-3) / 1e9 if ms else None, err,
+                          "" if ms else "FAILED")
+    rows = [("sec", "variant", "ms", "GB/s", "rel err", "% best copy", "note")]
+    best = {}  # section: (GB/s, name, % of best copy)
+    for name, (section, n, ms, gbps, err, note) in sorted(measured.items(), key=lambda item: item[1][0]):
+        pct = gbps / best_copy[n] if gbps and n in best_copy else None
+        rows.append((section, name, f"{ms:.4f}" if ms else "-", f"{gbps:,.0f}" if gbps else "",
+                     f"{err:.1e}" if err is not None else "", f"{pct:.1%}" if pct is not None else "", note))
+        if gbps and section in "BCE" and gbps > best.get(section, (0,))[0]:
+            best[section] = (gbps, name, pct)
+    print()
+    print(helpers.text_table(rows))
+    for n in sorted(best_copy):
+        print(f"best TensorIR copy 2^{log2(n)}: {best_copy[n]:,.0f} GB/s")
+    for section, (gbps, name, pct) in sorted(best.items()):
+        print(f"best of section {section}: {name} {gbps:,.0f} GB/s ({pct:.1%} of best copy)")
+    skipped = sum(m[5].startswith("skipped") for m in measured.values())
+    print(f"{skipped} variants skipped; total {time.time() - t_start:.0f} s")
+    return 0
 
 
 # ------------------------------------------------------------------ Nsight Compute
@@ -324,136 +330,65 @@ NCU_METRICS = ["dram__bytes_read.sum", "dram__bytes_write.sum", "l1tex__t_sector
 NCU_VARIANTS = ["window 2^24 t256 global", "window 2^24 t256 shared", "add 2^24 t256 v1", "add 2^24 t256 v4"]
 
 
-def profile_one(name: str) -> int:
-    """Run one variant a few times (for ncu to pick the last launch)."""
+def launch(args) -> int:
+    """Run one variant three times, for ncu to profile the last launch."""
+    found = [v for v in all_variants() if v.name == args.variant]
+    if not found:
+        print(f"no variant {args.variant!r}", file=sys.stderr)
+        return 2
     dev = helpers.device()
-    for _, vname, kind, n, make in variants():
-        if vname == name:
-            data = Data(dev)
-            ex = helpers.build(make())
-            args = data.get(kind, n)
-            for _ in range(3):
-                ex.mod["main"](*args)
-            dev.sync()
-            return 0
-    print(f"no variant {name!r}")
-    return 2
-
-
-def ncu_lines(deadline: float) -> list[str]:
-    ncu = shutil.which("ncu")
-    if ncu is None:
-        return ["ncu: not found, no DRAM-traffic profile"]
-    lines = []
-    for name in NCU_VARIANTS:
-        left = deadline - time.time()
-        if left < 20:
-            lines.append(f"ncu {name}: skipped (time budget)")
-            continue
-        cmd = [ncu, "--metrics", ",".join(NCU_METRICS), "--launch-skip", "2", "--launch-count", "1",
-               "--csv", "--page", "raw", sys.executable, os.path.abspath(__file__), "--profile", name]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=min(60, left))
-        except subprocess.TimeoutExpired:
-            lines.append(f"ncu {name}: timed out")
-            continue
-        text = proc.stdout + proc.stderr
-        vals = parse_ncu_csv(proc.stdout)
-        if not vals:
-            tail = " | ".join(line.strip() for line in text.strip().splitlines()[-3:])
-            lines.append(f"ncu {name}: no metrics (rc {proc.returncode}): {tail[:300]}")
-            continue
-        lines.append(f"ncu {name}: " + ", ".join(f"{k}={v}" for k, v in vals.items()))
-    return lines
+    _, ex = found[0].build()
+    fn_args = Data(dev).get(kind_of(found[0]), found[0].shape[0])
+    for _ in range(3):
+        ex.mod["main"](*fn_args)
+    dev.sync()
+    return 0
 
 
 def parse_ncu_csv(text: str) -> dict:
-    import csv
-    import io
-
     rows = [r for r in csv.reader(io.StringIO(text)) if r]
     for i, r in enumerate(rows):
         if "ID" in r and any(m in r for m in NCU_METRICS):
-            head = r
             units = rows[i + 1] if i + 1 < len(rows) else []
             data = rows[i + 2] if i + 2 < len(rows) else []
             out = {}
             for m in NCU_METRICS:
-                if m in head:
-                    j = head.index(m)
+                if m in r:
+                    j = r.index(m)
                     unit = units[j] if j < len(units) else ""
                     out[m] = (data[j] if j < len(data) else "?") + (f" {unit}" if unit else "")
             return out
     return {}
 
 
-# ------------------------------------------------------------------ main
-
-
-def main() -> int:
+def dram_traffic(args) -> int:
     t_start = time.time()
-    dev = helpers.device()
-    spec = helpers.local_gpu_spec()
-    print(f"GPU {spec.name}, {spec.sm_count} SMs @ {spec.clock_mhz:.0f} MHz, L2 {spec.l2_bytes / 2**20:.0f} MiB, "
-          f"DRAM {spec.dram_gbps} GB/s (theoretical), TVM {tvm.__version__}", flush=True)
-    data = Data(dev)
-    rows: list[Row] = []
-    best_copy: dict[int, float] = {}  # n -> best TensorIR copy GB/s
-    # order: copies first (they set the ceiling), then everything else grouped by (kind, n)
-    vs = variants()
-    vs.sort(key=lambda v: (v[2] != "copy", v[3], v[2], v[0]))
-    skipped = 0
-    for section, name, kind, n, make in vs:
-        if time.time() - t_start > BUDGET_S:
-            rows.append(Row(section, name, note="skipped (time budget)"))
-            skipped += 1
-            continue
+    options = ["--metrics", ",".join(NCU_METRICS), "--launch-skip", "2", "--launch-count", "1", "--csv", "--page", "raw"]
+    for name in NCU_VARIANTS:
         try:
-            ms, err = run_variant(dev, data, name, kind, n, make)
-            if ms is None:
-                rows.append(Row(section, name, err=err, note="WRONG, not timed"))
-                continue
-            gbps = minimal_bytes(kind, n) / (ms * 1e-3) / 1e9
-            if kind == "copy":
-                best_copy[n] = max(best_copy.get(n, 0.0), gbps)
-            note = "fits in L2" if minimal_bytes(kind, n) <= spec.l2_bytes else ""
-            rows.append(Row(section, name, ms, gbps, err, note=note))
-        except Exception as err:
-            rows.append(Row(section, name, note=f"FAILED {type(err).__name__}: {str(err).strip().splitlines()[-1][:80]}"))
-            traceback.print_exc()
-    data.args = None
-    data.key = None
-    for name, kind, n, ms, err in torch_refs(spec):
-        if ms is None:
-            rows.append(Row("F", name, note="FAILED"))
+            proc = under_ncu(__file__, options, ["launch", name], timeout=60)
+        except Exception as err:  # noqa: BLE001 (a timeout, most likely)
+            print(f"ncu {name}: {error_line(err)}")
             continue
-        rows.append(Row("F", name, ms, minimal_bytes(kind, n) / (ms * 1e-3) / 1e9, err))
-    for r in rows:  # % of the best TensorIR copy of the same size
-        n = next((v[3] for v in vs if v[1] == r.name), N24)
-        if r.gbps and n in best_copy:
-            r.pct = r.gbps / best_copy[n]
-    order = "ABCDEF"
-    rows.sort(key=lambda r: order.index(r.section))
-    print()
-    print(fmt_table(rows))
-    for e in sorted(best_copy):
-        print(f"best TensorIR copy 2^{log2(e)}: {best_copy[e]:,.0f} GB/s")
-    for sec in "BCE":
-        best = max((r for r in rows if r.section == sec and r.gbps), key=lambda r: r.gbps, default=None)
-        if best:
-            print(f"best of section {sec}: {best.name} {best.gbps:,.0f} GB/s ({best.pct:.1%} of best copy)")
-    print(f"{skipped} variants skipped; TensorIR part took {time.time() - t_start:.0f} s", flush=True)
-    for line in ncu_lines(t_start + 235):
-        print(line)
+        values = parse_ncu_csv(proc.stdout)
+        if values:
+            print(f"ncu {name}: " + ", ".join(f"{k}={v}" for k, v in values.items()))
+        else:
+            tail = " | ".join(line.strip() for line in (proc.stdout + proc.stderr).strip().splitlines()[-3:])
+            print(f"ncu {name}: no metrics (rc {proc.returncode}): {tail[:300]}")
     print(f"total {time.time() - t_start:.0f} s")
     return 0
 
 
+STUDIES = {
+    "sweep": Study(sweep, "copy, vector add and window sum over block sizes, vector widths, work per thread "
+                   "and sizes, against torch", needs=()),
+    "dram-traffic": Study(dram_traffic, "DRAM bytes and L1/L2 hit rates of the window sums and the add, "
+                          "under Nsight Compute", dry=False, needs=("ncu",)),
+    "launch": Study(launch, "(run by dram-traffic under ncu) launch one variant of the sweep three times",
+                    dry=False, needs=(), logged=False,
+                    arguments=((("variant",), dict(metavar="VARIANT", help="a variant's name, e.g. 'add 2^24 t256 v1'")),)),
+}
+
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dry", action="store_true", help="only build every TensorIR variant (no GPU needed)")
-    ap.add_argument("--profile", metavar="VARIANT", help="(for ncu) run one variant three times")
-    args = ap.parse_args()
-    if args.profile:
-        sys.exit(profile_one(args.profile))
-    sys.exit(dry() if args.dry else main())
+    sys.exit(cli(__file__, __doc__, STUDIES))

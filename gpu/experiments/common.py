@@ -1,0 +1,408 @@
+"""What the experiment scripts share: the command line, building and measuring tables of variants,
+reading code out of the notebooks, and a few schedule pieces used by more than one notebook topic.
+
+Each script is a set of *studies*, named by its first argument:
+
+    python gpu/experiments/05_tensor_cores.py pipeline          # on a GPU: build, check, time
+    python gpu/experiments/05_tensor_cores.py pipeline --dry    # anywhere: only build every variant
+
+A live run also writes everything it prints to `results/<script>.<study>.txt` beside this file
+(to `$OUT/` instead when `$OUT` is set, as on the project's GPU machine), headed by the GPU, the
+date, TVM's version and the command, so a committed result always says how to make it again.
+Scripts are named after notebooks and start with a digit, which `import` cannot spell: this
+module is the one place they share code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import dataclasses
+import datetime
+import importlib.util
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm.script import ir as I
+from tvm.script import tirx as T
+
+import helpers
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+RESULTS = HERE / "results"
+NOTEBOOKS = ROOT / "notebooks"
+
+
+# ------------------------------------------------------------------ the command line
+
+
+@dataclasses.dataclass
+class Study:
+    """One study of a script: `run(args)` prints its results and returns the exit status."""
+
+    run: Callable[[argparse.Namespace], int]
+    help: str
+    dry: bool = True  # it has --dry: build every variant for sm_90, no GPU needed
+    needs: tuple[str, ...] = ("torch",)  # what a live run needs besides a GPU: "torch", "cupy", "ncu"
+    arguments: tuple = ()  # further options, as (flags, argparse keywords) pairs
+    logged: bool = True  # False for a step another study runs under ncu: its output is that study's
+
+
+def missing(needs: tuple[str, ...]) -> list[str]:
+    """Which of a GPU and `needs` this machine lacks."""
+    lacking = [] if helpers.gpu_available() else ["a GPU"]
+    for need in needs:
+        found = shutil.which(need) if need == "ncu" else importlib.util.find_spec(need)
+        if not found:
+            lacking.append("Nsight Compute (ncu)" if need == "ncu" else need)
+    return lacking
+
+
+class _Tee:
+    """A text stream that writes to two."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def write(self, text):
+        self.second.write(text)
+        return self.first.write(text)
+
+    def flush(self):
+        self.first.flush()
+        self.second.flush()
+
+
+@contextlib.contextmanager
+def logged(path: Path, command: str):
+    """Copy stdout and stderr into `path`, under a header line saying where and how they were made."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as log:
+        out, err = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Tee(out, log), _Tee(err, log)
+        try:
+            print(f"# {helpers.local_gpu_spec().name}, {now:%Y-%m-%d}, apache-tvm {tvm.__version__}; "
+                  f"run {now:%H:%M} UTC: {command}", flush=True)
+            yield
+        finally:
+            sys.stdout, sys.stderr = out, err
+            print(f"(output written to {path})", file=sys.stderr)
+
+
+def cli(script: str, doc: str, studies: dict[str, Study], argv=None) -> int:
+    """Parse `STUDY [options]`, check that the machine can run it, run it (a live run logged)."""
+    name = Path(script).name
+    ap = argparse.ArgumentParser(prog=f"python gpu/experiments/{name}", description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="study", required=True, metavar="STUDY")
+    for study_name, study in studies.items():
+        p = sub.add_parser(study_name, help=study.help, description=study.help)
+        if study.dry:
+            p.add_argument("--dry", action="store_true", help="only build every variant for sm_90 (no GPU needed)")
+        for flags, keywords in study.arguments:
+            p.add_argument(*flags, **keywords)
+    args = ap.parse_args(argv)
+    study = studies[args.study]
+    if getattr(args, "dry", False):
+        return study.run(args)
+    lacking = missing(study.needs)
+    if lacking:
+        print(f"{name} {args.study} needs {' and '.join(lacking)}, which this machine lacks"
+              + (" (--dry only builds its variants)" if study.dry else ""), file=sys.stderr)
+        return 2
+    if not study.logged:
+        return study.run(args)
+    command = " ".join(["python3", f"gpu/experiments/{name}", *(argv if argv is not None else sys.argv[1:])])
+    log = Path(os.environ.get("OUT") or RESULTS) / f"{Path(name).stem}.{args.study}.txt"
+    with logged(log, command):
+        return study.run(args)
+
+
+def error_line(err: Exception, width: int = 150) -> str:
+    """The last line of an exception's message (TVM's carry a long backtrace before it)."""
+    text = str(err).strip()
+    return f"{type(err).__name__}: {text.splitlines()[-1][:width] if text else ''}"
+
+
+def under_ncu(script: str, ncu_options: list[str], launch_args: list[str], timeout: float):
+    """Run `python <script> <launch_args>` under Nsight Compute; the finished process, output captured."""
+    command = [shutil.which("ncu"), *ncu_options, sys.executable, os.path.abspath(script), *launch_args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+# ------------------------------------------------------------------ variants: build, check, time
+
+
+@dataclasses.dataclass
+class Variant:
+    """One schedule in a study's table: `make()` returns its Schedule (or IRModule), built under
+    the compiler options `pass_config` through the TIR pipeline named `pipeline`."""
+
+    name: str
+    make: Callable[[], object]
+    shape: tuple[int, ...] = ()
+    pass_config: dict = dataclasses.field(default_factory=dict)
+    pipeline: str = "default"
+
+    def build(self, target=None):
+        """The schedule and its executable for `target` (default: this GPU)."""
+        sch = self.make()
+        with tvm.transform.PassContext(config=self.pass_config):
+            return sch, helpers.build(sch, target, tir_pipeline=self.pipeline)
+
+    def label(self, with_shape: bool) -> str:
+        return f"{self.name} {'x'.join(map(str, self.shape))}" if with_shape else self.name
+
+
+# the instructions the studies vary, as the kernels' CUDA spells them (cp.async through TVM's helpers)
+CUDA_FEATURES = {"wmma": ("wmma::",), "mma.sync": ("mma.sync",), "ldmatrix": ("ldmatrix",),
+                 "cp.async": ("cp.async", "cp_async")}
+
+
+def describe_cuda(src: str) -> str:
+    """The length of a kernel's CUDA and which of the tensor-core and async-copy instructions it uses."""
+    kernels = src[src.find('extern "C" __global__'):]  # past the preamble TVM puts before every kernel
+    found = [name for name, spellings in CUDA_FEATURES.items() if any(s in kernels for s in spellings)]
+    return f"{len(kernels.splitlines())} lines of CUDA" + (f", uses {', '.join(found)}" if found else "")
+
+
+def several_shapes(variants) -> bool:
+    return len({v.shape for v in variants if len(v.shape) > 1}) > 1
+
+
+def only(variants: list[Variant], substring: str | None) -> list[Variant]:
+    """The variants whose name holds `substring` (all of them without one)."""
+    return [v for v in variants if not substring or substring in v.name]
+
+
+ONLY = (("--only",), dict(metavar="TEXT", help="only the variants whose name contains TEXT"))
+
+
+def dry_run(variants: list[Variant]) -> int:
+    """Build every variant for sm_90 without a GPU: each schedule is valid and TVM can compile it.
+    One line per variant; exit status 1 if any failed."""
+    t0, failed = time.time(), 0
+    with_shape = several_shapes(variants)
+    width = max((len(v.label(with_shape)) for v in variants), default=0)
+    for v in variants:
+        t = time.time()
+        try:
+            _, ex = v.build(helpers.listing_target())
+            note = f"built in {time.time() - t:.1f} s, {describe_cuda(ex.mod.imports[0].inspect_source())}"
+        except Exception as err:  # noqa: BLE001 (report it, build the rest)
+            failed += 1
+            note = f"FAILED {error_line(err)}"
+        print(f"{v.label(with_shape):{width}s}  {note}", flush=True)
+    print(f"dry run: {len(variants) - failed} of {len(variants)} variants built, {failed} failed, "
+          f"{time.time() - t0:.0f} s")
+    return 1 if failed else 0
+
+
+class MatmulCheck:
+    """One matmul shape on the GPU: A (M x K) and B (K x N, or N x K when `b_transposed`) of
+    uniform(-1, 1) values in `dtype` (seed 0), a float32 C poisoned with NaN before every first run,
+    and a reference C that torch computes on the GPU in `precision`: "float32" with TF32 off (what
+    an fp32 kernel must match) or "float64"."""
+
+    def __init__(self, shape, dtype: str, b_transposed: bool, precision: str):
+        import torch
+
+        M, N, K = self.shape = shape
+        rng = np.random.default_rng(0)
+        a = rng.uniform(-1, 1, (M, K)).astype(dtype)
+        b = rng.uniform(-1, 1, (N, K) if b_transposed else (K, N)).astype(dtype)
+        self.dev = helpers.device()
+        self.args = [tvm.runtime.tensor(x, self.dev) for x in (a, b, np.zeros((M, N), "float32"))]
+        self.nan = np.full((M, N), np.nan, "float32")
+        torch.backends.cuda.matmul.allow_tf32 = False
+        ta, tb = (torch.from_numpy(x).cuda().to(getattr(torch, precision)) for x in (a, b))
+        self.ref = (ta @ (tb.T if b_transposed else tb)).double()
+        self.ref_norm = float(self.ref.norm())
+
+    def run(self, ex) -> tuple[float, float]:
+        """Run the kernel once on the poisoned C: the wall time of that run (ms) and C's relative error."""
+        import torch
+
+        self.args[2].copyfrom(self.nan)
+        t = time.time()
+        ex.mod["main"](*self.args)
+        self.dev.sync()
+        first_ms = (time.time() - t) * 1e3
+        out = torch.from_dlpack(self.args[2]).double()
+        return first_ms, float((out - self.ref).norm()) / self.ref_norm
+
+
+@dataclasses.dataclass
+class Measured:
+    variant: Variant
+    ms: float | None = None
+    err: float | None = None
+    note: str = ""
+
+    @property
+    def tflops(self) -> float:
+        return 2.0 * np.prod(self.variant.shape) / self.ms / 1e9
+
+
+def measure_matmuls(variants: list[Variant], check: Callable[[tuple], MatmulCheck], tol: float,
+                    timing: Callable[[float], dict], deadline: float = float("inf")) -> list[Measured]:
+    """Build each variant for this GPU, run it once against the reference and, if its relative
+    error is within `tol`, time it with `helpers.time_function(**timing(first run's ms))`.
+    Variants not started by `deadline` (time.time()) are skipped; failures are reported, not fatal."""
+    results, data = [], None
+    with_shape = several_shapes(variants)
+    for v in variants:
+        label = v.label(with_shape)
+        if time.time() > deadline:
+            results.append(Measured(v, note="skipped (time budget)"))
+            continue
+        t = time.time()
+        try:
+            _, ex = v.build()
+            if data is None or data.shape != v.shape:
+                data = None  # free one shape's arrays before making the next
+                data = check(v.shape)
+            first_ms, err = data.run(ex)
+            if not err <= tol:
+                results.append(Measured(v, err=err, note="WRONG, not timed"))
+                print(f"{label}: WRONG, relative error {err:.2e}", flush=True)
+                continue
+            times = helpers.time_function(ex.mod, data.dev, data.args, **timing(first_ms))
+            results.append(Measured(v, statistics.median(times), err))
+            print(f"{label}: {results[-1].ms:.4f} ms, {results[-1].tflops:.2f} TFLOP/s, error {err:.1e} "
+                  f"({time.time() - t:.1f} s)", flush=True)
+        except Exception as err:  # noqa: BLE001 (report it, measure the rest)
+            results.append(Measured(v, note=f"FAILED {error_line(err)}"))
+            print(f"{label}: FAILED {error_line(err)}", flush=True)
+    return results
+
+
+def matmul_table(results: list[Measured], baseline_ms: dict) -> str:
+    """One row per variant: time, TFLOP/s, relative error and % of the cuBLAS time of its shape."""
+    with_shape = several_shapes([r.variant for r in results])
+    rows = [["variant", *(["shape"] if with_shape else []), "ms", "TFLOP/s", "rel err", "% cuBLAS", "note"]]
+    for r in results:
+        shape = ["x".join(map(str, r.variant.shape))] if with_shape else []
+        blas = baseline_ms.get(r.variant.shape)
+        rows.append([r.variant.name, *shape, f"{r.ms:.4f}" if r.ms else "-", f"{r.tflops:.1f}" if r.ms else "-",
+                     f"{r.err:.1e}" if r.err is not None else "-", f"{blas / r.ms:.1%}" if r.ms and blas else "-",
+                     r.note])
+    skipped = sum(r.note.startswith("skipped") for r in results)
+    return helpers.text_table(rows) + (f"\n{skipped} variants skipped for time" if skipped else "")
+
+
+def print_ptxas(results: list[Measured], count: int, title: str = "the fastest variants") -> None:
+    """What ptxas made of the `count` fastest variants (registers, shared memory, spills); needs nvcc."""
+    fastest = sorted((r for r in results if r.ms), key=lambda r: r.ms)[:count]
+    if not (fastest and helpers.nvcc_path()):
+        return
+    print(f"\nptxas (sm_90) of {title}:")
+    for r in fastest:
+        try:
+            with tvm.transform.PassContext(config=r.variant.pass_config):
+                for report in helpers.ptxas_report(r.variant.make(), helpers.listing_target()):
+                    print(f"  {r.variant.name}: {report}")
+        except Exception as err:  # noqa: BLE001
+            print(f"  {r.variant.name}: ptxas failed: {error_line(err)}")
+
+
+# ------------------------------------------------------------------ code read out of the notebooks
+
+HEADER = "import numpy as np\nimport tvm\nfrom tvm import s_tir\nfrom tvm.script import tirx as T\nimport helpers\n\n"
+
+
+def code_cells(notebook: str) -> list[str]:
+    cells = json.loads((NOTEBOOKS / f"{notebook}.ipynb").read_text())["cells"]
+    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+
+
+def import_code(code: str, name: str):
+    """`code` (after the imports notebooks use) as a module: TVMScript reads its functions' source
+    back from a file, so the code is written to one first."""
+    path = Path(tempfile.mkdtemp()) / f"{name}.py"
+    path.write_text(HEADER + code + "\n")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def notebook_functions(notebook: str, names: set[str]):
+    """A module holding the named top-level functions of the notebook's code cells, as it defines them."""
+    chunks = []
+    for src in code_cells(notebook):
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:  # a cell with IPython magic
+            continue
+        chunks += [ast.get_source_segment(src, node) for node in tree.body
+                   if isinstance(node, ast.FunctionDef) and node.name in names]
+    return import_code("\n\n\n".join(chunks), f"{notebook}_functions")
+
+
+def notebook_template(name: str, edits: dict | None = None):
+    """The schedule function `name` as notebook 06 defines it: the one code cell holding `def name(`,
+    run on its own. `edits` (old text: new text, each old text found exactly once) makes a variant."""
+    found = [c for c in code_cells("06_metaschedule_tuning") if f"def {name}(" in c]
+    if len(found) != 1:
+        raise LookupError(f"notebook 06 has {len(found)} code cells defining {name}: expected one")
+    src = found[0]
+    for old, new in (edits or {}).items():
+        if src.count(old) != 1:
+            raise ValueError(f"{name} in notebook 06 holds {old!r} {src.count(old)} times: expected once")
+        src = src.replace(old, new)
+    return getattr(import_code(src, f"notebook06_{name}"), name)
+
+
+# ------------------------------------------------------------------ schedule pieces of several topics
+
+
+def copy_module(n: int) -> tvm.IRModule:
+    """B[i] = A[i] over n floats: the kernel that measures the bandwidth ceiling (notebooks 00-02)."""
+
+    @I.ir_module
+    class Copy:
+        @T.prim_func(s_tir=True)
+        def main(A: T.Buffer((n,), "float32"), B: T.Buffer((n,), "float32")):
+            T.func_attr({"tirx.noalias": True})
+            for i in range(n):
+                with T.sblock("B"):
+                    vi = T.axis.spatial(n, i)
+                    B[vi] = A[vi]
+
+    return Copy
+
+
+def blockize_fragments(sch, block, rows: int, cols: int, depth: int):
+    """Split the matmul `block`'s i, j and k loops into tiles of one tensor-core operation (rows x
+    cols x depth) and make each tile a block of its own. Returns that block and the outer i, j, k."""
+    i, j, k = sch.get_loops(block)
+    i, i_tc = sch.split(i, [None, rows])
+    j, j_tc = sch.split(j, [None, cols])
+    k, k_tc = sch.split(k, [None, depth])
+    sch.reorder(i, j, k, i_tc, j_tc, k_tc)
+    return sch.blockize(i_tc), i, j, k
+
+
+def tile_copy(sch, block, rows: int, cols: int):
+    """Split the last two loops of a fragment copy into rows x cols tiles, tiles outermost; returns
+    the two tile loops and the loop holding one tile (what a load or store intrinsic replaces)."""
+    x, y = sch.get_loops(block)[-2:]
+    x0, x1 = sch.split(x, [None, rows])
+    y0, y1 = sch.split(y, [None, cols])
+    sch.reorder(x0, y0, x1, y1)
+    return x0, y0, x1
