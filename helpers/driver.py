@@ -25,11 +25,12 @@ MIN_DRIVER = "580.65.06"
 
 
 def cuda_wheel_root() -> Path | None:
-    """The folder of NVIDIA's CUDA 13 wheels (nvidia-cuda-runtime, -nvrtc, -cccl), if installed."""
+    """The folder of NVIDIA's CUDA 13 wheels (nvidia-cuda-runtime, -nvrtc, -cccl, -crt), if installed."""
     spec = importlib.util.find_spec("nvidia")
     for base in (spec.submodule_search_locations or []) if spec else []:
         root = Path(base) / "cu13"
-        if (root / "include" / "cuda_runtime.h").exists() and (root / "include" / "cccl" / "cuda").is_dir():
+        headers = [root / "include" / h for h in ("cuda_runtime.h", "crt/mma.h", "cccl/cuda/std/cstdint")]
+        if all(h.exists() for h in headers):  # the runtime, crt and cccl wheels: all NVRTC needs
             return root
     return None
 
