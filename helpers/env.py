@@ -280,22 +280,52 @@ def local_gpu_spec() -> GpuSpec:
     )
 
 
+def simulated_archs() -> list[str]:
+    """The architectures `COURSE_ARCH` (e.g. "sm_75" or "sm_80,sm_90") asks a machine without a
+    GPU to build every kernel for, as if it had their representative GPUs; [] when unset or when
+    a GPU is here. Several architectures share one run of a notebook where its choices agree."""
+    archs = [a for a in os.environ.get("COURSE_ARCH", "").split(",") if a]
+    if not archs or gpu_available():
+        return []
+    unknown = [a for a in archs if a not in REPRESENTATIVE]
+    if unknown:
+        raise ValueError(f"COURSE_ARCH={','.join(unknown)!r} is not an architecture the course is built for: "
+                         f"use one or more of {', '.join(REPRESENTATIVE)}")
+    return archs
+
+
 def simulated_arch() -> str | None:
-    """The architecture `COURSE_ARCH` asks a machine without a GPU to build for (sm_75 ... sm_90),
-    as if it had that architecture's representative GPU; None when unset or when a GPU is here."""
-    arch = os.environ.get("COURSE_ARCH")
-    if not arch or gpu_available():
-        return None
-    if arch not in REPRESENTATIVE:
-        raise ValueError(f"COURSE_ARCH={arch!r} is not an architecture the course is built for: "
-                         f"use one of {', '.join(REPRESENTATIVE)}")
-    return arch
+    """The first of `simulated_archs()`: the one a simulated run's choices are made for."""
+    return next(iter(simulated_archs()), None)
+
+
+def simulated_specs() -> list[GpuSpec]:
+    """The GPUs `COURSE_ARCH` stands for (e.g. a Tesla T4 for sm_75)."""
+    return [datasheet(REPRESENTATIVE[a]).spec() for a in simulated_archs()]
 
 
 def simulated_spec() -> GpuSpec | None:
-    """The GPU `COURSE_ARCH` stands for (e.g. a Tesla T4 for sm_75), or None."""
-    arch = simulated_arch()
-    return datasheet(REPRESENTATIVE[arch]).spec() if arch else None
+    """The GPU whose limits a simulated run's choices follow, or None."""
+    return next(iter(simulated_specs()), None)
+
+
+def decide(spec: GpuSpec | None, why_not) -> str | None:
+    """`why_not(spec)` (a reason a step cannot run, or None), checked for every simulated GPU too:
+    a run that stands for several architectures must find the same answer for each, else it is
+    logged (`COURSE_BUILD_LOG`) for the architecture tests to split it."""
+    reason = why_not(spec)
+    others = {s.arch: why_not(s) for s in simulated_specs()[1:]}
+    split = [arch for arch, r in others.items() if (r is None) != (reason is None)]
+    if split:
+        _log({"diverges": split, "reason": reason or next(r for r in others.values() if r)})
+    return reason
+
+
+def _log(event: dict) -> None:
+    log = os.environ.get("COURSE_BUILD_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(json.dumps(event) + "\n")
 
 
 def make_target(spec: str | dict | None = None) -> tvm.target.Target:
@@ -324,9 +354,8 @@ def make_target(spec: str | dict | None = None) -> tvm.target.Target:
 
 def listing_target() -> tvm.target.Target:
     """The target whose generated code the notebooks print: fixed, so listings are the same on
-    every machine (and CI can check them), whatever GPU the student has; `COURSE_ARCH` when set
-    (the architecture tests build every kernel for it)."""
-    return tvm.target.Target({"kind": "cuda", "arch": simulated_arch() or DEFAULT_ARCH})
+    every machine (and CI can check them), whatever GPU the student has."""
+    return tvm.target.Target({"kind": "cuda", "arch": DEFAULT_ARCH})
 
 
 #: What a schedule step may need that older GPUs lack: the oldest compute capability that has it.
@@ -359,14 +388,18 @@ def lacks_shared_memory(spec: GpuSpec | None, nbytes: int) -> str | None:
             f"{spec.max_shared_memory_per_block / 1024:,.0f} KB")
 
 
-def fallback(reason: str, instead: str) -> None:
-    """Say in one line what this GPU lacks and what runs instead, and note it for the
-    architecture tests (`COURSE_BUILD_LOG`)."""
-    print(f"{reason}, so this step runs {instead}.")
-    log = os.environ.get("COURSE_BUILD_LOG")
-    if log:
-        with open(log, "a") as f:
-            f.write(json.dumps({"fallback": reason, "instead": instead}) + "\n")
+_SAID: set[str] = set()
+
+
+def fallback(reason: str, consequence: str) -> None:
+    """Say in one line what this GPU lacks and what happens instead ("<reason>, so
+    <consequence>."), and note it for the architecture tests (`COURSE_BUILD_LOG`)."""
+    line = f"{reason}, so {consequence}."
+    if line in _SAID:  # once is enough when several steps of a cell fall back alike
+        return
+    _SAID.add(line)
+    print(line)
+    _log({"fallback": reason, "instead": consequence})
 
 
 def require_tensor_cores(spec: GpuSpec) -> None:
@@ -389,8 +422,9 @@ def _banner(spec: GpuSpec | None, recorded: dict | None) -> str:
     head = f"TVM {tvm.__version__}, Python {platform.python_version()}"
     simulated = simulated_spec()
     if spec is None and simulated is not None:
-        return (f"{head} | no GPU: building every kernel for {simulated.arch} as for a {simulated.name} "
-                f"(COURSE_ARCH); results shown are recorded ones")
+        also = "".join(f", {s.arch}" for s in simulated_specs()[1:])
+        return (f"{head} | no GPU: building every kernel for {simulated.arch}{also}, choosing as for a "
+                f"{simulated.name} (COURSE_ARCH); results shown are recorded ones")
     if spec is not None:
         bw = f"{spec.dram_gbps:,.0f} GB/s" if spec.dram_gbps else "DRAM bandwidth unknown"
         tc = f", {spec.peak_fp16_tc_tflops:,.0f} TFLOP/s fp16 tensor core" if spec.has_tensor_cores else ""

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
-import os
 import re
 import shutil
 import subprocess
@@ -42,8 +40,12 @@ def build(kernel, target=None, tir_pipeline="default"):
         return kernel
     target = env.make_target(target) if not isinstance(target, tvm.target.Target) else target
     ex = tvm.compile(_module(kernel), target=target, tir_pipeline=tir_pipeline)
-    if env.simulated_arch() and ex.mod.imports:
-        device_code(ex.mod.imports[0].inspect_source(), str(target.attrs["arch"]))
+    if ex.mod.imports and str(target.attrs.get("arch", "")) == env.simulated_arch():
+        # a kernel to run on COURSE_ARCH's GPUs: prove it compiles to machine code for each
+        device_code(ex.mod.imports[0].inspect_source(), env.simulated_arch())
+        for arch in env.simulated_archs()[1:]:
+            other = tvm.compile(_module(kernel), target=env.make_target(arch), tir_pipeline=tir_pipeline)
+            device_code(other.mod.imports[0].inspect_source(), arch)
     return ex
 
 
@@ -66,10 +68,36 @@ def device_code(source: str, arch: str) -> int:
 
 
 def _log_build(kernels: str, arch: str, ok: bool) -> None:
-    log = os.environ.get("COURSE_BUILD_LOG")
-    if log:
-        with open(log, "a") as f:
-            f.write(json.dumps({"kernel": kernels, "arch": arch, "ok": ok}) + "\n")
+    env._log({"kernel": kernels, "arch": arch, "ok": ok})
+
+
+#: What a kernel's CUDA shows when it uses an instruction older GPUs lack (see env.FEATURES).
+_INSTRUCTIONS = {"tensor cores": "wmma::", "cp.async": "cp.async", "ldmatrix + mma.sync m16n8k16": "m16n8k16"}
+
+
+def why_not_here(kernel, spec: env.GpuSpec | None) -> str | None:
+    """Why a kernel built elsewhere (a schedule replayed from another GPU's tuning, say) cannot
+    run on `spec`'s GPU: an instruction the GPU lacks, or more shared memory per block than it
+    has (TVM's own VerifyGPUCode check); None when it can. Build options such as
+    `tirx.use_async_copy` come from the enclosing PassContext, as for `build`."""
+    if spec is None:
+        return None
+    source = cuda_source(kernel)
+    for feature, marker in _INSTRUCTIONS.items():
+        reason = env.lacks(spec, feature) if marker in source else None
+        if reason:
+            return reason
+    from tvm.s_tir import meta_schedule as ms
+
+    limit = spec.max_shared_memory_per_block
+    target = tvm.target.Target({"kind": "cuda", "arch": spec.arch, "max_shared_memory_per_block": limit,
+                                "max_threads_per_block": 1024, "thread_warp_size": 32})
+    sch = kernel if isinstance(kernel, tvm.s_tir.Schedule) else tvm.s_tir.Schedule(_module(kernel))
+    check = ms.postproc.VerifyGPUCode()
+    check._initialize_with_tune_context(ms.TuneContext(mod=sch.mod, target=target))
+    if not check.apply(sch):
+        return f"its blocks need more than the {limit / 1024:,.0f} KB of shared memory this {spec.name} allows"
+    return None
 
 
 def cuda_source(kernel, target=None, full: bool = False) -> str:

@@ -1,0 +1,90 @@
+"""Every kernel of every notebook builds for every GPU architecture the course supports.
+
+Each notebook runs top to bottom with COURSE_ARCH set, as it would on each architecture's
+representative GPU (a T4 for sm_75, an A100 for sm_80, an RTX 3090 for sm_86, an L4 for sm_89,
+an H100 for sm_90): it makes its choices from the GPU's limits (`nb.supports`, `nb.fits`,
+`nb.can_run`), and every kernel it would run is compiled to machine code for the architecture
+with NVRTC, as TVM does on a GPU, so ptxas rejects any instruction the architecture lacks. Where
+a step cannot exist on an architecture, the notebook must take its documented fallback, no more
+and no fewer: FALLBACKS below is that documentation, and the test checks it.
+
+Slow (minutes): `pytest -m "not architectures"` skips it.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+import helpers
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("0*.ipynb"))
+ARCHS = list(helpers.env.REPRESENTATIVE)  # sm_75, sm_80, sm_86, sm_89, sm_90
+
+#: One run of a notebook covers the architectures on which its choices agree: what a T4 lacks
+#: (cp.async, 64 KB of shared memory per block) sets sm_75 apart, the 99 KB of sm_86 and sm_89 set
+#: them apart from sm_80 and sm_90. Each run compiles every kernel for every architecture of its
+#: group and checks every choice for each of them: a choice that differs within a group fails the
+#: test, which then says to split the group. Notebooks 00-03 choose nothing by the GPU: one run.
+GROUPS = [("sm_75",), ("sm_80", "sm_90"), ("sm_86", "sm_89")]
+RUNS = [(nb, list(group)) for nb in NOTEBOOKS for group in ([ARCHS] if nb.stem < "04" else GROUPS)]
+
+CP_ASYNC = "cp.async needs compute capability 8.0"  # T4: synchronous copies instead
+MMA16 = "ldmatrix + mma.sync m16n8k16 needs compute capability 8.0"  # T4: the recorded result instead
+TWO_STAGES = "needs 108 KB of shared memory per block"  # 05's 2-stage k64 pipeline: a shorter k tile
+THREE_STAGES = "needs 162 KB of shared memory per block"  # 05's 3-stage pipelines: shorter k tile, smaller block
+TUNED_TILES = "its blocks need more than"  # 06's fp16 template tuned on the H100: the recorded result
+
+#: (notebook, arch) -> the fallbacks it takes there (a distinctive part of each one-line reason);
+#: every other pair runs every step as written.
+FALLBACKS = {
+    ("04_matmul_shared_blocking", "sm_75"): {CP_ASYNC},
+    ("05_tensor_core_tensorization", "sm_75"): {CP_ASYNC, TWO_STAGES, THREE_STAGES},
+    ("05_tensor_core_tensorization", "sm_86"): {TWO_STAGES, THREE_STAGES},
+    ("05_tensor_core_tensorization", "sm_89"): {TWO_STAGES, THREE_STAGES},
+    ("06_metaschedule_tuning", "sm_75"): {TUNED_TILES, MMA16},
+    ("06_metaschedule_tuning", "sm_86"): {TUNED_TILES},
+    ("06_metaschedule_tuning", "sm_89"): {TUNED_TILES},
+}
+
+pytestmark = [pytest.mark.architectures,
+              pytest.mark.skipif(helpers.gpu_available(), reason="a GPU is here: COURSE_ARCH applies without one")]
+
+
+def _execute(notebook: Path, archs: list[str], log: Path, monkeypatch) -> str | None:
+    """Run the notebook as on `archs`; the error of the first failing cell, or None."""
+    monkeypatch.setenv("COURSE_ARCH", ",".join(archs))
+    monkeypatch.setenv("COURSE_BUILD_LOG", str(log))
+    nb = nbformat.read(notebook, as_version=4)
+    client = NotebookClient(nb, timeout=1200, kernel_name="python3",
+                            resources={"metadata": {"path": str(notebook.parent)}})
+    try:
+        client.execute()
+    except CellExecutionError as err:
+        return str(err).strip().splitlines()[-1]
+    return None
+
+
+@pytest.mark.parametrize("notebook, archs", RUNS, ids=[f"{nb.stem}-{'+'.join(a)}" for nb, a in RUNS])
+def test_every_kernel_builds(notebook, archs, tmp_path, monkeypatch):
+    log = tmp_path / "builds.jsonl"
+    error = _execute(notebook, archs, log, monkeypatch)
+    events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    failed = [f"{e['kernel']} ({e['arch']})" for e in events if e.get("ok") is False]
+    assert error is None and not failed, (
+        f"{notebook.stem} on {'+'.join(archs)}: {error or 'a kernel failed'}; kernels that do not compile: {failed}")
+    diverged = [e for e in events if "diverges" in e]
+    assert not diverged, (f"{notebook.stem}: the run for {'+'.join(archs)} chooses differently on "
+                          f"{diverged[0]['diverges']} ({diverged[0]['reason']}): give them runs of their own (GROUPS)")
+    for arch in archs:
+        assert any(e.get("arch") == arch for e in events), f"{notebook.stem} built no kernel for {arch}"
+    taken = {e["fallback"] for e in events if "fallback" in e}
+    expected = FALLBACKS.get((notebook.stem, archs[0]), set())
+    missing = {f for f in expected if not any(f in t for t in taken)}
+    extra = {t for t in taken if not any(f in t for f in expected)}
+    assert not missing and not extra, (
+        f"{notebook.stem} on {'+'.join(archs)}: expected the fallbacks {sorted(expected)}, took {sorted(taken)}")
