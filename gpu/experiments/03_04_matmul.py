@@ -1,44 +1,46 @@
-"""Explore fp32 matmul schedules for notebooks 03 (local blocking) and 04 (shared blocking).
+"""fp32 matmul schedules for notebooks 03 (local blocking) and 04 (shared blocking), explored broadly.
 
-    PYTHONPATH=. python gpu/experiments/03_04_matmul.py          # on the H100: build, check, time
-    PYTHONPATH=. python gpu/experiments/03_04_matmul.py --dry    # anywhere: only build every variant
+    python gpu/experiments/03_04_matmul.py sweep                       # on a GPU: build, check, time
+    python gpu/experiments/03_04_matmul.py sweep --dry                 # anywhere: only build every variant
+    python gpu/experiments/03_04_matmul.py notebook-schedules [--dry]  # the notebooks' own schedule functions
 
-Each variant is built, run once on NaN-poisoned output, checked against torch's fp32 matmul
-(TF32 off) on the GPU, then timed with few repeats. One table at the end (plus cuBLAS and the
-ptxas report of the best ones). A time guard skips the remaining variants near 4 minutes.
+sweep: this file's schedule functions over thread tiles, block tiles, k tiles, register staging,
+shared-memory layouts (A stored [k][i], padded rows), fetch widths, coalescing, software
+pipelines (with and without cp.async) and shapes the tiles do not divide; the three best of each
+family also at 1024 x 512 x 2048, and ptxas's report of the best.
+notebook-schedules: the schedule functions of notebooks 03 and 04, read from the notebooks
+themselves, on the variants the notebooks measure: a check of the notebooks' code on a GPU
+without running the notebooks.
+
+Each variant is built, run once on a NaN-poisoned output, checked against torch's fp32 matmul
+(TF32 off) on the GPU, then timed, beside cuBLAS fp32 in the same run. One table at the end.
+A time guard skips the remaining variants past ~3.5 minutes.
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
+import functools
 import sys
 import time
-import traceback
 
 import numpy as np
 import tvm
 from tvm import s_tir
-from tvm.script import tirx as T
 
 import helpers
+from common import (ONLY, MatmulCheck, Study, Variant, cli, dry_run, matmul_table, measure_matmuls, notebook_functions,
+                    only, print_ptxas)
 
-T0 = time.time()
-BUDGET_S = 215.0
+SQUARE, RECT, PADDED = (4096, 4096, 4096), (1024, 512, 2048), (1000, 1000, 1000)
 
 
-def matmul_module(M, N, K, dtype="float32"):
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((M, K), dtype), B: T.Buffer((K, N), dtype), C: T.Buffer((M, N), dtype)):
-        T.func_attr({"tirx.noalias": True})
-        for i, j, k in T.grid(M, N, K):
-            with T.sblock("C"):
-                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
-                with T.init():
-                    C[vi, vj] = T.float32(0)
-                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vk, vj]
+# ------------------------------------------------------------------ the schedules
 
-    return tvm.IRModule({"main": main})
+
+def matmul_module(M, N, K) -> tvm.IRModule:
+    """C = A @ B in float32, A of M x K, B of K x N; its kernel is named main_kernel, as in the
+    recorded results."""
+    return tvm.IRModule({"main": helpers.matmul_workload(M, N, K).with_attr("global_symbol", "main")})
 
 
 # ------------------------------------------------------------------ the ladder (03)
@@ -88,11 +90,6 @@ def threads_2d(M, N, K, ty=32, tx=32, strided=False):
     return sch
 
 
-def pad_to_tiles(sch, blk, factors):
-    """Pad the loops to multiples of the tiles (zeros in, the padding cut off on the way out)."""
-    sch.pad_einsum(blk, factors)
-
-
 def inline_padding(sch):
     for b in ("A_pad", "B_pad"):
         try:
@@ -105,6 +102,40 @@ def inline_padding(sch):
         pass
 
 
+def accumulate_in_registers(M, N, K, tiles, pad: bool):
+    """A schedule of the matmul whose block `C` accumulates into registers (`C_local`); with `pad`,
+    its loops first padded to multiples of the block tile (zeros in, the padding cut off on the way
+    out), for shapes the tiles do not divide. Returns the schedule, the block and its C_local."""
+    ly, lx, by, bx, tk = tiles
+    sch = s_tir.Schedule(matmul_module(M, N, K))
+    blk = sch.get_sblock("C")
+    if pad:
+        sch.pad_einsum(blk, [by * ly, bx * lx, tk])
+    return sch, blk, sch.cache_write(blk, 0, "local")
+
+
+def registers(sch, blk, loop, extents):
+    """Copy the A and B values a thread needs per iteration of `loop` into registers, with the
+    widest vector load (4 or 2 floats) that divides their innermost extents `extents`."""
+    for idx, ext in zip((0, 1), extents):
+        r = sch.cache_read(blk, idx, "local")
+        sch.compute_at(r, loop)
+        width = next((w for w in (4, 2) if ext % w == 0), None)
+        if width:
+            _, v = sch.split(sch.get_loops(r)[-1], [None, width])
+            sch.vectorize(v)
+
+
+def finish(sch, blk, k0, unrolled, padded: bool):
+    """Unroll the loops inside a k step (register indices become constants), fold the padding of a
+    padded schedule into its loads and stores, and zero the accumulators once, before the k loop."""
+    for loop in unrolled:
+        sch.unroll(loop)
+    if padded:
+        inline_padding(sch)
+    sch.decompose_reduction(blk, k0)
+
+
 def local_blocking(M, N, K, tiles, wj=None, local_ab=False, unroll=True, pad=False):
     """tiles = (ly, lx, by, bx, tk): each thread ly x lx outputs, by x bx threads, k step tk.
 
@@ -114,11 +145,7 @@ def local_blocking(M, N, K, tiles, wj=None, local_ab=False, unroll=True, pad=Fal
     """
     ly, lx, by, bx, tk = tiles
     wj = wj or lx
-    sch = s_tir.Schedule(matmul_module(M, N, K))
-    blk = sch.get_sblock("C")
-    if pad:
-        pad_to_tiles(sch, blk, [by * ly, bx * lx, tk])
-    c_local = sch.cache_write(blk, 0, "local")
+    sch, blk, c_local = accumulate_in_registers(M, N, K, tiles, pad)
     i, j, k = sch.get_loops(blk)
     i0, i1, i2 = sch.split(i, [None, by, ly])
     j0, jv, j1, jw = sch.split(j, [None, lx // wj, bx, wj])
@@ -131,24 +158,8 @@ def local_blocking(M, N, K, tiles, wj=None, local_ab=False, unroll=True, pad=Fal
     sch.bind(i1, "threadIdx.y")
     sch.bind(j1, "threadIdx.x")
     if local_ab:
-        for idx in (0, 1):
-            r = sch.cache_read(blk, idx, "local")
-            sch.compute_at(r, k0)
-            inner = sch.get_loops(r)[-1]
-            ext = tk if idx == 0 else wj
-            if ext % 4 == 0:
-                _, v = sch.split(inner, [None, 4])
-                sch.vectorize(v)
-            elif ext % 2 == 0:
-                _, v = sch.split(inner, [None, 2])
-                sch.vectorize(v)
-    if unroll:
-        sch.unroll(k1)
-        sch.unroll(i2)
-        sch.unroll(jw)
-    if pad:
-        inline_padding(sch)
-    sch.decompose_reduction(blk, k0)
+        registers(sch, blk, k0, (tk, wj))
+    finish(sch, blk, k0, (k1, i2, jw) if unroll else (), pad)
     return sch
 
 
@@ -170,11 +181,7 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
     ly, lx, by, bx, tk = tiles
     wj = wj or lx
     wi = wi or ly
-    sch = s_tir.Schedule(matmul_module(M, N, K))
-    blk = sch.get_sblock("C")
-    if pad_shape:
-        pad_to_tiles(sch, blk, [by * ly, bx * lx, tk])
-    c_local = sch.cache_write(blk, 0, "local")
+    sch, blk, c_local = accumulate_in_registers(M, N, K, tiles, pad_shape)
     i, j, k = sch.get_loops(blk)
     i0, iv, i1, iw = sch.split(i, [None, ly // wi, by, wi])
     j0, jv, j1, jw = sch.split(j, [None, lx // wj, bx, wj])
@@ -214,20 +221,8 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
             sch.storage_align(s, 0, axis=0, factor=min(row, 32), offset=pad)
         fetches.append(s)
     if local_ab:
-        for idx in (0, 1):
-            r = sch.cache_read(blk, idx, "local")
-            sch.compute_at(r, k1)
-            inner = sch.get_loops(r)[-1]
-            ext = wi if idx == 0 else wj
-            if ext % 4 == 0:
-                _, v = sch.split(inner, [None, 4])
-                sch.vectorize(v)
-    sch.unroll(k1)
-    sch.unroll(iw)
-    sch.unroll(jw)
-    if pad_shape:
-        inline_padding(sch)
-    sch.decompose_reduction(blk, k0)
+        registers(sch, blk, k1, (wi, wj))
+    finish(sch, blk, k0, (k1, iw, jw), pad_shape)
     if stages:
         # children of k0: A fetch, B fetch, k1 compute nest
         sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
@@ -250,15 +245,16 @@ def dlight_default(M, N, K):
 # ------------------------------------------------------------------ the variants
 
 
-def variants():
-    """(name, shape, builder, flags). Ordered by priority: the time guard cuts from the end."""
-    S = (4096, 4096, 4096)
-    R = (1024, 512, 2048)
+def sweep_variants() -> list[tuple]:
+    """(name, shape, builder(M, N, K)) of every variant, the most promising first: the time guard
+    cuts from the end."""
+    S, R, P = SQUARE, RECT, PADDED
     V = []
-    add = lambda name, shape, fn, **kw: V.append((name, shape, fn, kw))  # noqa: E731
+
+    def add(name, shape, fn):
+        V.append((name, shape, fn))
 
     # shapes the tiles do not divide, padded (pad_einsum)
-    P = (1000, 1000, 1000)
     add("lb (8, 8, 16, 16, 8) wj4 lab padded", P,
         lambda M, N, K: local_blocking(M, N, K, (8, 8, 16, 16, 8), wj=4, local_ab=True, pad=True))
     add("sh (8, 8, 16, 16, 8) At lab pad4 padded", P,
@@ -269,13 +265,15 @@ def variants():
     add("sh (8, 8, 16, 16, 8) lab pad4 padded 1000x1000x1001", (1000, 1000, 1001),
         lambda M, N, K: shared_blocking(M, N, K, (8, 8, 16, 16, 8), 4, pad=4, wj=4, wi=4, local_ab=True, pad_shape=True))
 
+    def ladder(shape, *last):
+        """The ladder's thread-block steps at `shape`, then the (name, builder) pairs `last`."""
+        for name, fn in [("1d threads tx32", threads_1d), ("2d threads 32x32", threads_2d),
+                         ("2d threads 32x32 strided", functools.partial(threads_2d, strided=True)),
+                         ("2d threads 16x16", functools.partial(threads_2d, ty=16, tx=16)), *last]:
+            add(name, shape, fn)
+
     # the ladder's first steps at the seed's shape (fast)
-    add("1d threads tx32", R, threads_1d)
-    add("2d threads 32x32", R, threads_2d)
-    add("2d threads 32x32 strided", R, lambda M, N, K: threads_2d(M, N, K, strided=True))
-    add("2d threads 16x16", R, lambda M, N, K: threads_2d(M, N, K, 16, 16))
-    add("naive 1 thread/block", R, naive)
-    add("naive 256/block", R, naive_256)
+    ladder(R, ("naive 1 thread/block", naive), ("naive 256/block", naive_256))
 
     # 04: shared-memory blocking, the most important goal
     add("sh seed (8,8,8,8,8) v4", S, lambda M, N, K: shared_blocking(M, N, K, (8, 8, 8, 8, 8), 4, fuse_threads=True))
@@ -342,12 +340,7 @@ def variants():
             lambda M, N, K, t=(ly, lx, by, bx, tk): local_blocking(M, N, K, t, wj=4))
 
     # the ladder
-    add("1d threads tx32", S, threads_1d)
-    add("2d threads 32x32", S, threads_2d)
-    add("2d threads 32x32 strided", S, lambda M, N, K: threads_2d(M, N, K, strided=True))
-    add("2d threads 16x16", S, lambda M, N, K: threads_2d(M, N, K, 16, 16))
-    add("dlight default", S, dlight_default)
-    add("naive 1 thread/block", S, naive)
+    ladder(S, ("dlight default", dlight_default), ("naive 1 thread/block", naive))
 
     # most promising first: the time guard cuts from the end
     main4 = ("(8, 8, 16, 16, 8)", "(8, 8, 16, 16, 16)", "(8, 8, 8, 16, 8)", "(8, 8, 8, 16, 16)")
@@ -369,145 +362,113 @@ def variants():
     return sorted(V, key=priority)
 
 
+# ------------------------------------------------------------------ the notebooks' own schedules
+
+
+def notebook_variants() -> list[Variant]:
+    """The schedule functions of notebooks 03 and 04 (read from the notebooks) on the variants
+    they measure, and on what they measure only live (cp.async, padded shapes, the ladder at 4096^3)."""
+    n3 = notebook_functions("03_matmul_local_blocking",
+                            {"matmul_module", "naive", "threads_1d", "threads_2d", "local_blocking"})
+    n4 = notebook_functions("04_matmul_shared_blocking", {"matmul_module", "threads_2d", "shared_blocking"})
+    S, R, P = SQUARE, RECT, PADDED
+    ASYNC = {"tirx.use_async_copy": True}
+    T16 = (8, 8, 16, 16, 16)
+    V = [  # (name, shape, builder, pass config)
+        ("03 local padded (8,8,16,16,8)", P, lambda s: n3.local_blocking(*s, (8, 8, 16, 16, 8), unroll=True, registers=True, interleave=4, pad=True), {}),
+        ("04 shared padded (8,8,16,16,8) At pad4", P, lambda s: n4.shared_blocking(*s, (8, 8, 16, 16, 8), a_transposed=True, pad_rows=4, pad=True), {}),
+        ("04 pipe2 cp.async A[i][k] pad4 T16", S, lambda s: n4.shared_blocking(*s, T16, pad_rows=4, stages=2, async_copy=True), ASYNC),
+        ("04 pipe2 A[i][k] pad4 T16 (sync)", S, lambda s: n4.shared_blocking(*s, T16, pad_rows=4, stages=2), {}),
+        ("04 pipe2 At pad4 T16", S, lambda s: n4.shared_blocking(*s, T16, a_transposed=True, pad_rows=4, stages=2), {}),
+        ("04 pipe2 At pad4 T16", R, lambda s: n4.shared_blocking(*s, T16, a_transposed=True, pad_rows=4, stages=2), {}),
+        ("04 pipe3 cp.async A[i][k] pad4 (8,8,16,16,8)", S, lambda s: n4.shared_blocking(*s, (8, 8, 16, 16, 8), pad_rows=4, stages=3, async_copy=True), ASYNC),
+        ("04 pipe2 At pad4 (8,8,8,16,16)", S, lambda s: n4.shared_blocking(*s, (8, 8, 8, 16, 16), a_transposed=True, pad_rows=4, stages=2), {}),
+        ("04 pipe2 At pad4 (8,8,16,16,8)", S, lambda s: n4.shared_blocking(*s, (8, 8, 16, 16, 8), a_transposed=True, pad_rows=4, stages=2), {}),
+        ("04 seed (8,8,8,8,8)", S, lambda s: n4.shared_blocking(*s, (8, 8, 8, 8, 8), registers=False, interleave=None), {}),
+        ("04 seed (8,8,8,8,8)", R, lambda s: n4.shared_blocking(*s, (8, 8, 8, 8, 8), registers=False, interleave=None), {}),
+        ("04 128x128 contiguous + registers T16", S, lambda s: n4.shared_blocking(*s, T16, interleave=None), {}),
+        ("04 interleaved A[i][k] T16", S, lambda s: n4.shared_blocking(*s, T16), {}),
+        ("04 interleaved A[i][k] padded T16", S, lambda s: n4.shared_blocking(*s, T16, pad_rows=4), {}),
+        ("04 interleaved A[k][i] T16", S, lambda s: n4.shared_blocking(*s, T16, a_transposed=True), {}),
+        ("04 interleaved A[k][i] padded T16", S, lambda s: n4.shared_blocking(*s, T16, a_transposed=True, pad_rows=4), {}),
+        ("04 fetch vec2 T16", S, lambda s: n4.shared_blocking(*s, T16, vec=2, a_transposed=True, pad_rows=4), {}),
+        ("03 local (8,8,8,8,4) + unroll", S, lambda s: n3.local_blocking(*s, (8, 8, 8, 8, 4), unroll=True), {}),
+        ("03 local (8,8,8,8,4) + unroll + registers", S, lambda s: n3.local_blocking(*s, (8, 8, 8, 8, 4), unroll=True, registers=True), {}),
+        ("03 local (8,8,8,8,4) + unroll + registers + interleave", S, lambda s: n3.local_blocking(*s, (8, 8, 8, 8, 4), unroll=True, registers=True, interleave=4), {}),
+        ("03 local (8,8,8,8,4) + unroll + registers + interleave", R, lambda s: n3.local_blocking(*s, (8, 8, 8, 8, 4), unroll=True, registers=True, interleave=4), {}),
+        ("03 local (8,8,8,16,4) full", S, lambda s: n3.local_blocking(*s, (8, 8, 8, 16, 4), unroll=True, registers=True, interleave=4), {}),
+        ("03 local (4,8,16,16,4) full", S, lambda s: n3.local_blocking(*s, (4, 8, 16, 16, 4), unroll=True, registers=True, interleave=4), {}),
+        ("03 1D threads", S, lambda s: n3.threads_1d(*s), {}),
+        ("03 2D threads", S, lambda s: n3.threads_2d(*s), {}),
+        ("03 naive", S, lambda s: n3.naive(*s), {}),
+    ]
+    return [Variant(name, functools.partial(fn, shape), shape, config) for name, shape, fn, config in V]
+
+
 # ------------------------------------------------------------------ running
 
 
-class Inputs:
-    def __init__(self, M, N, K, dev):
-        rng = np.random.default_rng(0)
-        self.a = rng.uniform(-1, 1, (M, K)).astype("float32")
-        self.b = rng.uniform(-1, 1, (K, N)).astype("float32")
-        self.args = [tvm.runtime.tensor(self.a, dev), tvm.runtime.tensor(self.b, dev),
-                     tvm.runtime.tensor(np.zeros((M, N), "float32"), dev)]
-        self.nan = np.full((M, N), np.nan, "float32")
-        import torch
-
-        torch.backends.cuda.matmul.allow_tf32 = False
-        self.ref = (torch.from_numpy(self.a).cuda() @ torch.from_numpy(self.b).cuda()).double()
-        self.ref_norm = float(self.ref.norm())
-
-    def error(self):
-        """Relative error of C against torch's fp32 matmul (TF32 off), computed on the GPU."""
-        import torch
-
-        try:
-            out = torch.from_dlpack(self.args[2]).double()
-        except Exception:
-            out = torch.from_numpy(self.args[2].numpy()).cuda().double()
-        return float((out - self.ref).norm()) / self.ref_norm
+def sweep_variant(name, shape, fn) -> Variant:
+    # cp.async (global -> shared without registers) needs this compiler option
+    return Variant(name, functools.partial(fn, *shape), shape, {"tirx.use_async_copy": "async" in name})
 
 
-def time_ms(mod, dev, args, expect_ms):
-    repeat = 2 if expect_ms > 100 else 5
-    times = helpers.time_function(mod, dev, args, repeat=repeat, warmup=1, min_repeat_ms=0 if expect_ms > 20 else 15)
-    return statistics.median(times)
+def check(shape) -> MatmulCheck:
+    return MatmulCheck(shape, "float32", b_transposed=False, precision="float32")
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--dry", action="store_true", help="only build every variant (no GPU needed)")
-    ap.add_argument("--only", default="", help="substring filter on variant names")
-    ap.add_argument("--trace", action="store_true", help="print tracebacks of failing variants")
-    args = ap.parse_args(argv)
-    dry = args.dry or not helpers.gpu_available()
-    target = helpers.make_target() if not dry else helpers.listing_target()
-    print(f"TVM {tvm.__version__}, target {target}, {'DRY (build only)' if dry else 'live'}", flush=True)
-    dev = None if dry else helpers.device()
-    inputs = {}
-    rows = []
-    built = {}
+def timing(first_ms: float) -> dict:
+    """Few repeats for slow kernels (the naive one takes a second), longer rounds for fast ones."""
+    return dict(repeat=2 if first_ms > 100 else 5, warmup=1, min_repeat_ms=0 if first_ms > 20 else 15)
+
+
+def measure(variants: list[Variant], shapes, budget_s: float, rerun=None) -> int:
+    deadline = time.time() + budget_s
     cublas = {}
-    if not dry:
-        for shape in [(4096, 4096, 4096), (1024, 512, 2048)]:
-            cublas[shape] = helpers.cublas_time(*shape, "float32", repeat=10)
-            print(f"cuBLAS fp32 {shape}: {cublas[shape]:.4f} ms = {2 * np.prod(shape) / cublas[shape] / 1e9:.2f} TFLOP/s", flush=True)
-    def run_one(name, shape, fn):
-        if time.time() - T0 > BUDGET_S:
-            rows.append((name, shape, None, None, "skipped (time budget)"))
-            return
-        M, N, K = shape
-        t = time.time()
-        try:
-            sch = fn(M, N, K)
-            # cp.async (global -> shared without registers) needs this pass option
-            with tvm.transform.PassContext(config={"tirx.use_async_copy": "async" in name}):
-                ex = helpers.build(sch, target)
-            built[(name, shape)] = sch
-            builders[name] = fn
-            if dry:
-                rows.append((name, shape, None, None, f"built in {time.time() - t:.1f}s"))
-                return
-            if shape not in inputs:
-                inputs.clear()
-                inputs[shape] = Inputs(M, N, K, dev)
-            inp = inputs[shape]
-            inp.args[2].copyfrom(inp.nan)
-            t1 = time.time()
-            ex.mod["main"](*inp.args)
-            dev.sync()
-            first_ms = (time.time() - t1) * 1e3
-            err = inp.error()
-            if not err <= 1e-4:
-                rows.append((name, shape, None, err, "WRONG"))
-                print(f"{name} {shape}: WRONG rel err {err:.2e}", flush=True)
-                return
-            ms = time_ms(ex.mod, dev, inp.args, first_ms)
-            rows.append((name, shape, ms, err, ""))
-            print(f"{name} {shape}: {ms:.4f} ms  {2 * M * N * K / ms / 1e9:.2f} TFLOP/s  err {err:.1e}  "
-                  f"({time.time() - t:.1f}s)", flush=True)
-        except Exception as e:  # report, never crash
-            msg = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:150] if str(e).strip() else ''}"
-            rows.append((name, shape, None, None, "FAILED " + msg))
-            print(f"{name} {shape}: FAILED {msg}", flush=True)
-            if args.trace:
-                traceback.print_exc()
+    for shape in shapes:
+        cublas[shape] = helpers.cublas_time(*shape, "float32", repeat=10)
+        print(f"cuBLAS fp32 {shape}: {cublas[shape]:.4f} ms = {2 * np.prod(shape) / cublas[shape] / 1e9:.2f} TFLOP/s",
+              flush=True)
+    results = measure_matmuls(variants, check, 1e-4, timing, deadline)
+    if rerun:
+        results += measure_matmuls(rerun(results), check, 1e-4, timing, deadline)
+    for prefix in ("sh ", "lb ") if rerun else ("",):
+        print_ptxas([r for r in results if r.variant.name.startswith(prefix)], 4,
+                    f"the fastest '{prefix.strip()}' variants" if prefix else "the fastest variants")
+    print("\nfp32; % of cuBLAS fp32 (TF32 off) of the same shape, same run")
+    print(matmul_table(results, cublas))
+    return 0
 
-    builders = {}
-    for name, shape, fn, kw in variants():
-        if args.only and args.only not in name:
-            continue
-        run_one(name, shape, fn)
-    # the best three of each family also at the rectangular shape
-    ok = [r for r in rows if r[2] is not None and r[1] == (4096, 4096, 4096)]
-    for prefix in ("sh ", "lb "):
-        fam = sorted([r for r in ok if r[0].startswith(prefix)], key=lambda r: r[2])[:3]
-        for r in fam:
-            run_one(r[0], (1024, 512, 2048), builders[r[0]])
 
-    # ptxas reports of the best few of each family
-    ok = [r for r in rows if r[2] is not None]
-    if helpers.nvcc_path() and ok:
-        print("\nptxas (sm_90) of the best variants:")
-        for prefix in ("sh ", "lb "):
-            best = sorted([r for r in ok if r[0].startswith(prefix)], key=lambda r: r[2])[:4]
-            for r in best:
-                try:
-                    with tvm.transform.PassContext(config={"tirx.use_async_copy": "async" in r[0]}):
-                        reps = helpers.ptxas_report(built[(r[0], r[1])], helpers.listing_target())
-                    for rep in reps:
-                        print(f"  {r[0]}: {rep.registers} regs, {rep.shared_bytes} B smem, "
-                              f"spill {rep.spill_stores}/{rep.spill_loads} B")
-                except Exception as e:
-                    print(f"  {r[0]}: ptxas failed: {e}")
-    elif dry and helpers.nvcc_path():
-        for name in ("sh (8, 8, 16, 16, 8) At lab pad4", "lb (8, 8, 16, 16, 8) wj4 lab"):
-            for key, sch in built.items():
-                if key[0] == name:
-                    for rep in helpers.ptxas_report(sch, helpers.listing_target()):
-                        print(f"  {name}: {rep}")
+def sweep(args) -> int:
+    variants = only([sweep_variant(*v) for v in sweep_variants()], args.only)
+    if args.dry:
+        return dry_run(variants)
+    builders = {name: fn for name, _, fn in sweep_variants()}
 
-    print("\n==== results (fp32; % of cuBLAS fp32 TF32 off, same run) ====")
-    for shape, ms in cublas.items():
-        print(f"cuBLAS {shape}: {ms:.4f} ms, {2 * np.prod(shape) / ms / 1e9:.2f} TFLOP/s")
-    print(f"{'variant':56s} {'shape':18s} {'ms':>9s} {'TFLOP/s':>8s} {'rel err':>8s} {'%cuBLAS':>7s}  note")
-    for name, shape, ms, err, note in rows:
-        M, N, K = shape
-        tf = f"{2 * M * N * K / ms / 1e9:8.2f}" if ms else f"{'-':>8s}"
-        pct = f"{100 * cublas[shape] / ms:6.1f}%" if ms and shape in cublas and cublas[shape] else f"{'-':>7s}"
-        print(f"{name:56s} {'x'.join(map(str, shape)):18s} {ms if ms else float('nan'):9.4f} {tf} "
-              f"{err if err is not None else float('nan'):8.1e} {pct}  {note}")
-    print(f"{sum(1 for r in rows if r[4].startswith('skipped'))} variants skipped for time; total {time.time() - T0:.0f} s")
+    def best_three_at_rect(results):
+        """The three fastest of each family (shared, local) at 4096^3, again at 1024 x 512 x 2048."""
+        square = [r for r in results if r.ms and r.variant.shape == SQUARE]
+        return [sweep_variant(r.variant.name, RECT, builders[r.variant.name])
+                for prefix in ("sh ", "lb ")
+                for r in sorted((r for r in square if r.variant.name.startswith(prefix)), key=lambda r: r.ms)[:3]]
 
+    return measure(variants, [SQUARE, RECT], 215, best_three_at_rect)
+
+
+def notebook_schedules(args) -> int:
+    variants = only(notebook_variants(), args.only)
+    if args.dry:
+        return dry_run(variants)
+    return measure(variants, [SQUARE, RECT, PADDED], 200)
+
+
+STUDIES = {
+    "sweep": Study(sweep, "fp32 local and shared blocking over tiles, layouts, fetches and pipelines",
+                   arguments=(ONLY,)),
+    "notebook-schedules": Study(notebook_schedules, "notebooks 03 and 04's own schedule functions on their "
+                                "variants", arguments=(ONLY,)),
+}
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli(__file__, __doc__, STUDIES))
