@@ -5,7 +5,9 @@
 # The database lives in /tmp/tune/<name> while the machine stays warm, so back-to-back calls
 # continue one search; the first call seeds it from the committed database, if there is one.
 # Each call packs the database, MetaSchedule's log and this run's output (headed by the GPU,
-# date, TVM version and command) into $OUT/tuned-<name>.tgz for the developer's machine.
+# date, TVM version and command) into $OUT/tuned-<name>.tgz for the developer's machine; the
+# outputs of the runs behind a committed database go, one after the other, into
+# gpu/experiments/results/06_tune.<name>.txt.
 set -uo pipefail
 source /tmp/tvm-site/env.sh
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -18,7 +20,7 @@ work=/tmp/tune/$name
 if [[ ! -d $work && -d $committed ]]; then mkdir -p "$work" && cp -r "$committed/." "$work/"; fi
 mkdir -p "$work/logs"
 command="python3 gpu/experiments/06_tune.py --kind $kind $* --work-dir $work"
-out=$work/logs/06_tune_$kind-$(date -u +%H%M).txt
+out=$work/logs/06_tune.$name-$(date -u +%H%M).txt
 {
   echo "# $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1), $(date -u +%F)," \
        "apache-tvm $(python3 -c 'import tvm; print(tvm.__version__)'); device run $(date -u +%H:%M) UTC: $command"

@@ -20,6 +20,9 @@ and timing the best records) ends within --minutes. MetaSchedule's log goes to -
 At the end: the top records are rebuilt, checked against a float64 reference and timed; a
 record whose kernel computes a wrong result is removed from the database (so the notebook never
 replays it); one table compares them with cuBLAS.
+
+On the GPU machine `gpu/tune.sh` runs this, resuming one database across calls; the output of
+the runs behind each committed database is kept in `results/06_tune.<database name>.txt`.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from pathlib import Path
 import numpy as np
 
 import helpers
-from helpers import tuning
+from common import describe_cuda, notebook_template
+from helpers.tuned import RECORD_FILE, _as_module
+from helpers.tuning import SPACES, space_name
 
 KINDS = {
     # kind: (input dtype, accumulate/output dtype, B stored N x K, design space, cuBLAS dtype, tolerance,
@@ -53,7 +58,7 @@ def parse(argv=None):
     ap.add_argument("--trials", type=int, default=2000, help="most candidates to measure in this run")
     ap.add_argument("--minutes", type=float, default=8.0, help="time limit of the whole run")
     ap.add_argument("--per-iter", type=int, default=64, help="candidates per round of the search")
-    ap.add_argument("--space", choices=tuning.SPACES, default=None, help="design space (default by kind)")
+    ap.add_argument("--space", choices=SPACES, default=None, help="design space (default by kind)")
     ap.add_argument("--template", nargs="?", const=True, default=None, metavar="NAME",
                     help="search one of notebook 06's templates instead of the schedule rules: NAME "
                     "(default <kind>_template), a function the notebook defines")
@@ -103,36 +108,12 @@ def database_name(kind: str, n: int, template: str | None) -> str:
 
 def default_work_dir(kind: str, n: int, template: str | None) -> Path:
     gpu = helpers.local_gpu_spec().name if helpers.gpu_available() else None
-    return tuning.database_dir(database_name(kind, n, template), gpu)
+    return helpers.database_dir(database_name(kind, n, template), gpu)
 
 
 #: The templates' software pipelines copy with cp.async, which this compiler option turns on
 #: (notebook 05); every candidate of a template, and its final check, is compiled with it.
 PASS_CONFIG = {"tirx.use_async_copy": True}
-
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "06_metaschedule_tuning.ipynb"
-
-
-def notebook_template(name: str, edits: dict | None = None):
-    """The schedule function `name` as notebook 06 defines it: the code cell holding
-    `def name(` is run on its own (it may use tvm, s_tir and helpers). `edits` (old text: new
-    text, each old text found exactly once) makes a variant of it, for experiments."""
-    import tvm
-    from tvm import s_tir
-
-    cells = ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
-    found = [c for c in cells if f"def {name}(" in c]
-    if len(found) != 1:
-        raise LookupError(f"{NOTEBOOK.name} has {len(found)} code cells defining {name}: expected one")
-    src = found[0]
-    for old, new in (edits or {}).items():
-        if src.count(old) != 1:
-            raise ValueError(f"{name} in {NOTEBOOK.name} holds {old!r} {src.count(old)} times: expected once")
-        src = src.replace(old, new)
-    namespace = {"tvm": tvm, "s_tir": s_tir, "helpers": helpers}
-    exec(compile(src, f"{NOTEBOOK.name}:{name}", "exec"), namespace)  # noqa: S102 (our own notebook)
-    return namespace[name]
-
 
 def dry(args, func, space) -> int:
     """Without a GPU: the design spaces, a few post-processed samples of each, built for sm_90."""
@@ -140,13 +121,13 @@ def dry(args, func, space) -> int:
     from tvm.s_tir import meta_schedule as ms
 
     t = time.time()
-    gen = tuning.make_space(space)
-    mod = tuning._as_module(func)
+    gen = helpers.make_space(space)
+    mod = _as_module(func)
     ctx = ms.TuneContext(mod, target=tuning_target(tvm.target.Target("nvidia/nvidia-h100"), args.max_smem_kb),
                          space_generator=gen,
                          task_name="main", rand_state=args.seed if args.seed is not None else 1, num_threads=1)
     spaces = list(ctx.generate_design_space())
-    print(f"{len(spaces)} design space(s) for {args.kind} with {tuning.space_name(space)} ({time.time() - t:.1f} s)")
+    print(f"{len(spaces)} design space(s) for {args.kind} with {space_name(space)} ({time.time() - t:.1f} s)")
     listing = helpers.listing_target()
     failures, unbuilt = 0, 0
     for i, sketch in enumerate(spaces):
@@ -171,11 +152,8 @@ def dry(args, func, space) -> int:
                 continue
             built += 1
             if built == 1:
-                feats = [f for f, needle in (("mma.sync", "mma.sync"), ("ldmatrix", "ldmatrix"), ("cp.async", "cp_async"),
-                                             ("wmma", "wmma::")) if needle in src]
                 print(f"  sketch {i} ({', '.join(kinds)}): built a sample after {attempt + 1} tries "
-                      f"(rejected by {rejected or 'none'}), {len(src.splitlines())} lines of CUDA, "
-                      f"uses {feats or 'plain FMA'}")
+                      f"(rejected by {rejected or 'none'}), {describe_cuda(src)}")
             if built == 3:
                 break
         if not built:
@@ -184,9 +162,9 @@ def dry(args, func, space) -> int:
     if unbuilt == len(spaces):
         failures += 1  # (one sketch whose random samples all fail is normal: the search favours the others)
     work = args.work_dir or default_work_dir(args.kind, args.n, args.template)
-    if (work / tuning.RECORD_FILE).exists():
+    if (work / RECORD_FILE).exists():
         try:
-            best = tuning.replay(work, func)
+            best = helpers.replay(work, func)
             helpers.cuda_source(best.sch, listing)
             print(f"database {work.name}: best record replays and builds: {best.describe()}")
         except Exception as err:  # noqa: BLE001
@@ -210,7 +188,7 @@ def reference(a, b):
 
 def remove_records(work_dir: Path, bad: list) -> int:
     """Drop the records of wrong kernels from the record file (matched by their stored run_secs)."""
-    path = work_dir / tuning.RECORD_FILE
+    path = work_dir / RECORD_FILE
     keys = [tuple(k.run_secs) for k in bad]
     kept, dropped = [], 0
     for line in path.read_text().splitlines():
@@ -229,7 +207,7 @@ def remove_records(work_dir: Path, bad: list) -> int:
 
 def prune(work_dir: Path, keep: int) -> int:
     """Keep the `keep` fastest valid records (in their original order); drop failed ones."""
-    path = work_dir / tuning.RECORD_FILE
+    path = work_dir / RECORD_FILE
     lines = path.read_text().splitlines()
     scored = []
     for i, line in enumerate(lines):
@@ -260,7 +238,7 @@ def main(argv=None) -> int:
     if args.max_smem_kb is None:
         args.max_smem_kb = smem
     n = args.n
-    func = tuning.matmul_workload(n, n, n, dtype, acc, transpose_b=trans_b)
+    func = helpers.matmul_workload(n, n, n, dtype, acc, transpose_b=trans_b)
     if args.dry:
         return dry(args, func, space)
     if not helpers.gpu_available():
@@ -272,11 +250,11 @@ def main(argv=None) -> int:
     work = args.work_dir or default_work_dir(args.kind, n, args.template)
     log_file = args.log_file or Path(f"/tmp/06_tune_{args.kind}.log")
     flop = 2.0 * n * n * n
-    print(f"GPU {spec.name}; tuning {args.kind} {n}^3 with {tuning.space_name(space)} into {work}; log in {log_file}",
+    print(f"GPU {spec.name}; tuning {args.kind} {n}^3 with {space_name(space)} into {work}; log in {log_file}",
           flush=True)
     before = 0
-    if (work / tuning.RECORD_FILE).exists():
-        before = len((work / tuning.RECORD_FILE).read_text().splitlines())
+    if (work / RECORD_FILE).exists():
+        before = len((work / RECORD_FILE).read_text().splitlines())
         print(f"resuming: {before} records already in the database", flush=True)
 
     blas_ms = helpers.cublas_time(n, n, n, blas_dtype, transpose_b=trans_b)
@@ -292,7 +270,7 @@ def main(argv=None) -> int:
         try:
             target = tuning_target(helpers.make_target(), args.max_smem_kb)
             print(f"target: {target}", flush=True)
-            run = tuning.tune(func, work, trials=args.trials, minutes=tune_minutes, space=space, target=target,
+            run = helpers.tune(func, work, trials=args.trials, minutes=tune_minutes, space=space, target=target,
                               trials_per_iter=args.per_iter, seed=args.seed, log_file=log_file,
                               pass_config=args.pass_config or None)
             print(run, flush=True)
@@ -303,8 +281,8 @@ def main(argv=None) -> int:
     if blas_ms:
         rows.append((f"cuBLAS {blas_dtype}{' (B transposed)' if trans_b else ''}", blas_ms, flop / blas_ms / 1e9, None, "100%"))
     try:
-        db = tuning.open_database(work)
-        tops = tuning.top_kernels(db, func, args.top, source=work)
+        db = helpers.open_database(work)
+        tops = helpers.top_kernels(db, func, args.top, source=work)
     except Exception as err:  # noqa: BLE001
         print(f"no records to check: {err}")
         tops = []
@@ -337,12 +315,12 @@ def main(argv=None) -> int:
             rows.append((name + f" FAILED: {str(err).strip().splitlines()[-1][:80]}", None, None, None, ""))
     if bad:
         print(f"removed {remove_records(work, bad)} record(s) of wrong kernels from the database")
-    if (work / tuning.RECORD_FILE).exists():
+    if (work / RECORD_FILE).exists():
         dropped = prune(work, args.keep)
         if dropped:
             print(f"pruned {dropped} record(s): failed candidates and all but the best {args.keep}")
 
-    total = len((work / tuning.RECORD_FILE).read_text().splitlines()) if (work / tuning.RECORD_FILE).exists() else 0
+    total = len((work / RECORD_FILE).read_text().splitlines()) if (work / RECORD_FILE).exists() else 0
     sizes = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.2f} MB" for p in sorted(work.glob("*.json")))
     print(f"\ndatabase {work}: {total} records ({total - before:+d} this run); {sizes}")
     if run is not None:

@@ -1,0 +1,569 @@
+"""Notebook 06's fp16 tensor-core matmul beyond what the template search finds: what else its
+structure could be, what the instructions allow, where the time goes.
+
+    python gpu/experiments/06_fp16.py STUDY           # on a GPU
+    python gpu/experiments/06_fp16.py STUDY --dry     # no GPU: build each variant for sm_90
+
+The search over notebook 06's WMMA template (`fp16_template`) landed on notebook 05's own tiles:
+its numbers are right, so only its structure can change. The studies:
+
+  pipeline-depth         the template at 05's tiles with 3, 4 and 5 pipeline stages, and with
+                         fragments loaded one step ahead only (edits of the template's source)
+  mma-m16n8k8            TVM's mma rule structure (mma.sync m16n8k8 fed by ldmatrix from
+                         XOR-swizzled shared memory, a cp.async pipeline, blocks launched in
+                         groups), written as a schedule, eleven variants of its tiles and pipeline
+  mma-m16n8k16           the same structure with the m16n8k16 instruction WMMA compiles to
+                         (TVM's get_mma_intrin_group), fifteen variants
+  mma-m16n8k16-refine    around the best of mma-m16n8k16: groups, stages, loads, padding, shapes
+  mma-m16n8k16-epilogue  around the best of -refine: C stored two floats at a time, fragments
+                         not loaded ahead, the pipeline order, a third block per SM
+  mma-peak               the ceiling of mma.sync on registers alone (needs cupy; no --dry)
+  profile                Nsight Compute profiles of the WMMA template, mma-m16n8k8's and
+                         mma-m16n8k16-refine's best (needs ncu)
+  input-data             the tuned template kernel and cuBLAS on random, constant and zero inputs
+                         (no --dry)
+
+The tables check every variant against a float64 reference and time it beside cuBLAS fp16 in the
+same run, with the WMMA template at 05's tiles as the first row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+
+import numpy as np
+import tvm
+from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_ldmatrix_32x8_layout
+
+import helpers
+from common import (MatmulCheck, Study, Variant, blockize_fragments, cli, dry_run, error_line, matmul_table,
+                    measure_matmuls, notebook_template, tile_copy, under_ncu)
+from helpers import MMA_STORE_PAIRS, bench
+from helpers.tuned import _as_module
+
+N = 4096
+SHAPE = (N, N, N)
+FLOPS = 2.0 * N**3
+ASYNC = {"tirx.use_async_copy": True}  # every variant's pipeline copies with cp.async
+
+
+# ------------------------------------------------------------------ shared by the studies
+
+
+def workload():
+    """C = A @ B at 4096^3, fp16 A and B (B stored K x N), fp32 C: notebook 06's fp16 workload."""
+    return helpers.matmul_workload(N, N, N, "float16", "float32")
+
+
+def fresh_schedule(func) -> tvm.s_tir.Schedule:
+    """A Schedule of `func` on a copy of its module: a Schedule may rewrite the module it is given."""
+    return tvm.s_tir.Schedule(tvm.ir.load_json(tvm.ir.save_json(_as_module(func))))
+
+
+def check_factors(**splits):
+    """Each split (name=(factors, extent)) must be positive factors whose product is the extent."""
+    for name, (factors, extent) in splits.items():
+        if min(factors) < 1 or int(np.prod(factors)) != extent:
+            raise ValueError(f"{name} factors {factors} do not tile {extent}")
+
+
+def tile_in_groups(sch, i, j, k, rows, cols, ks):
+    """Split i and j by `rows`, `cols` into [groups, blocks per group, warps, outer, inner] and k by
+    `ks` into [tiles, loads per tile, steps per load]; bind the groups to blockIdx.z/y and the
+    blocks inside a group to blockIdx.x, so that blocks which run together share A and B in L2,
+    and the warps to threadIdx.y. Returns the k tile loop, the load loop and the warp loop."""
+    i0, i1, i2, i3, i4 = sch.split(i, rows)
+    j0, j1, j2, j3, j4 = sch.split(j, cols)
+    k0, k1, k2 = sch.split(k, ks)
+    sch.reorder(i0, j0, i1, j1, i2, j2, k0, k1, i3, j3, k2, i4, j4)
+    sch.bind(i0, "blockIdx.z")
+    sch.bind(j0, "blockIdx.y")
+    sch.bind(sch.fuse(i1, j1), "blockIdx.x")
+    warp = sch.fuse(i2, j2)
+    sch.bind(warp, "threadIdx.y")
+    return k0, k1, warp
+
+
+def min_blocks_pipeline(blocks: int) -> str:
+    """The name of a TIR pipeline, the default one, that also gives each kernel
+    `__launch_bounds__(threads, blocks)`: ptxas then keeps registers low enough for `blocks` blocks
+    per SM (spilling if it must). A schedule cannot say this: the attribute lives on the device
+    function, which exists only after the pipeline splits host from device."""
+    from tvm.tirx import compilation_pipeline
+
+    name = f"s_tir_{blocks}_blocks_per_sm"
+    if name not in compilation_pipeline.PIPELINE_MAP:
+        def pipeline(**kwargs):
+            lower, host, device = compilation_pipeline.get_tir_pipeline("s_tir", **kwargs)
+
+            @tvm.tirx.transform.prim_func_pass(opt_level=0)
+            def bound(func, _mod, _ctx):
+                return func.with_attr("tirx.launch_bounds_min_blocks_per_sm", blocks)
+
+            return lower, host, lambda: tvm.transform.Sequential([device(), bound])
+
+        compilation_pipeline.PIPELINE_MAP[name] = pipeline
+    return name
+
+
+# ------------------------------------------------------------------ pipeline-depth: the WMMA template's own structure
+
+TILES = [[64, 4], [64, 4], [32, 2], [16, 4], [64, 4], [4, 1]]  # 05's: frags 4x4, warps 2x4, k 64, 1 per step
+STAGE, ORDER = "[0, 0, 1, 2, 2]", "[0, 1, 3, 2, 4]"  # the template's k0 pipeline: 3 stages, early fragments
+PIPELINE_DEPTH = {
+    "3 stages, early fragments (the template)": {},
+    "4 stages, early fragments": {STAGE: "[0, 0, 2, 3, 3]"},
+    "5 stages, early fragments": {STAGE: "[0, 0, 3, 4, 4]"},
+    "3 stages, fragments loaded one step ahead only": {STAGE: "[0, 0, 2, 2, 2]", ORDER: "[0, 1, 2, 3, 4]"},
+}
+
+
+def template_at_05_tiles(func, edits: dict | None = None) -> tvm.s_tir.Schedule:
+    """Notebook 06's `fp16_template` (its source changed by `edits`) with its samples set to 05's tiles."""
+    sketch = helpers.design_spaces(func, notebook_template("fp16_template", edits))[0]
+    picks = iter(TILES)
+    decisions = {i: next(picks) for i in sketch.trace.insts if i.kind.name == "SamplePerfectTile"}
+    sch = fresh_schedule(func)
+    tvm.s_tir.schedule.Trace(sketch.trace.insts, decisions).apply_to_schedule(sch, remove_postproc=True)
+    return sch
+
+
+# ------------------------------------------------------------------ mma-m16n8k8: TVM's mma rule structure
+
+
+def mma8_schedule(sch, rows, cols, k, stages=3, early=False):
+    """rows: [groups, blocks per group, warps, fragments outside k, fragments inside k] of 16 rows;
+    cols: the same in units of 8 columns; k: [k tiles, fragment loads per tile, k steps per load] of 8."""
+    mma, i, j, kk = blockize_fragments(sch, sch.get_sblock("C"), 16, 8, 8)  # one m16n8k8 operation
+    sch.annotate(mma, "warp_execution", 1)
+    k0, k1, warp = tile_in_groups(sch, i, j, kk, rows, cols, k)  # blocks launched in groups
+    sch.write_at(warp, mma, 0, "m16n8k8.matrixC")  # accumulators in registers, stored straight to C
+    for operand, name in ((0, "A"), (1, "B")):  # every shared copy first: read_at needs k0's body clean
+        s = sch.read_at(k0, mma, operand, "shared.dyn")
+        sch.annotate(s, "permuted_layout", f"g2s_{name}")  # XOR-swizzled rows: ldmatrix without conflicts
+        sch.annotate(s, "vector_bytes", 16)
+    for operand, name in ((0, "A"), (1, "B")):
+        frag = sch.cache_read(mma, operand, f"m16n8k8.matrix{name}")
+        sch.compute_at(frag, k1, preserve_unit_loops=True)
+        # one ldmatrix.x4 loads 32 rows x 8 k of A, or (.trans) 8 k x 32 columns of B
+        load = sch.blockize(tile_copy(sch, frag, *((32, 8) if name == "A" else (8, 32)))[2])
+        sch.annotate(load, "permuted_layout", f"s2l_{name}")
+        sch.tensorize(load, f"mma_load_m16n8k8_f16_{name}_shared_dyn")
+    sch.annotate(k1, "software_pipeline_stage", [0, 0, 1])
+    sch.annotate(k1, "software_pipeline_order", [0, 1, 2])
+    s = stages - 1
+    sch.annotate(k0, "software_pipeline_async_stages", [0])
+    if early:  # fragments of the next k tile loaded during this one (indexed by k0 % 2: not registers)
+        sch.annotate(k0, "software_pipeline_stage", [0, 0, s - 1, s, s])
+        sch.annotate(k0, "software_pipeline_order", [0, 1, 3, 2, 4])
+    else:  # fragments double-buffered across the k1 loads only, which nvcc unrolls
+        sch.annotate(k0, "software_pipeline_stage", [0, 0, s, s, s])
+        sch.annotate(k0, "software_pipeline_order", [0, 1, 2, 3, 4])
+    init = sch.decompose_reduction(mma, k0)
+    sch.tensorize(init, "mma_init_m16n8k8_f32")
+    sch.tensorize(mma, "mma_sync_m16n8k8_f16f16f32")
+    return sch
+
+
+def mma8_tiles(warps, warp_tile, group=(16, 16), k_tile=32, loads=4, stages=3, early=False):
+    """The schedule's arguments from a readable description: warps (rows, cols) per block, each
+    computing warp_tile (rows, cols) of C; blocks launched in groups of group (rows, cols) blocks."""
+    (wm, wn), (tm, tn), (gm, gn) = warps, warp_tile, group
+    fm, fn = tm // 16, tn // 8  # m16n8 fragments per warp
+    im, in_ = min(4, fm), min(2, fn)  # fragments in the innermost loops (as in TVM's test trace)
+    rows = [N // 16 // (gm * wm * fm), gm, wm, fm // im, im]
+    cols = [N // 8 // (gn * wn * fn), gn, wn, fn // in_, in_]
+    k = [N // k_tile, loads, k_tile // 8 // loads]
+    check_factors(rows=(rows, N // 16), cols=(cols, N // 8), k=(k, N // 8))
+    return rows, cols, k, stages, early
+
+
+MMA8 = {
+    "2x2 warps of 64x64 (block 128x128)": mma8_tiles((2, 2), (64, 64)),
+    "4x2 warps of 32x64 (block 128x128)": mma8_tiles((4, 2), (32, 64)),
+    "2x4 warps of 64x64 (block 128x256)": mma8_tiles((2, 4), (64, 64)),
+    "4x2 warps of 64x64 (block 256x128)": mma8_tiles((4, 2), (64, 64)),
+    "2x4 warps of 64x64, blocks in groups of 8x8": mma8_tiles((2, 4), (64, 64), group=(8, 8)),
+    "2x4 warps of 64x64, 4 stages": mma8_tiles((2, 4), (64, 64), stages=4),
+    "2x4 warps of 64x64, k tile 64": mma8_tiles((2, 4), (64, 64), k_tile=64, loads=8),
+    "2x4 warps of 64x64, k tile 64 in 16-wide loads": mma8_tiles((2, 4), (64, 64), k_tile=64, loads=4),
+    "2x4 warps of 64x64, k tile 64, 4 stages": mma8_tiles((2, 4), (64, 64), k_tile=64, loads=8, stages=4),
+    "2x4 warps of 64x64, early fragments (stack)": mma8_tiles((2, 4), (64, 64), loads=1, early=True),
+    "2x2 warps of 64x128 (block 128x256, spills)": mma8_tiles((2, 2), (64, 128)),
+}
+
+
+# ------------------------------------------------------------------ mma-m16n8k16: the same structure, WMMA's instruction
+
+INTRIN = get_mma_intrin_group(load_scope="shared.dyn", store_scope="global", in_dtype="float16",
+                              out_dtype="float32", trans_a=False, trans_b=False,
+                              not_use_mma_store_intrinic=False)
+
+
+def fragment_layout(i, j):
+    """A 16x16 tile as the 32 threads x 8 values of a warp-scope fragment (the ldmatrix layout)."""
+    return (i // 16, j // 16, *shared_16x16_to_ldmatrix_32x8_layout(i % 16, j % 16))
+
+
+def mma16_schedule(sch, rows, cols, k, stages=3, swizzle=True, ahead=True, pairs=False, order=(0, 1, 2, 3, 4)):
+    """rows, cols: [groups, blocks per group, warps, fragments outside k, fragments inside k] of 16;
+    k: [k tiles, fragment loads per tile, 16-steps per load]. swizzle: XOR-permuted shared rows
+    (else rows padded by 8 halves). ahead: load the next step's fragments during this step's mma
+    (two sets of fragment registers); pairs: store C with 8-byte stores (else mma_store's scalar ones);
+    order: the k-tile loop's software_pipeline_order (fetch A, fetch B, load A, load B, mma)."""
+    mma, i, j, kk = blockize_fragments(sch, sch.get_sblock("C"), 16, 16, 16)  # two m16n8k16 instructions
+    k0, k1, warp = tile_in_groups(sch, i, j, kk, rows, cols, k)  # blocks launched in groups
+    warps = rows[2] * cols[2]
+    for operand in (0, 1):  # cooperative 16-byte cp.async fetches
+        s = sch.cache_read(mma, operand, "shared.dyn")
+        sch.compute_at(s, k0, preserve_unit_loops=True)
+        _, ty, tx, v = sch.split(sch.fuse(*sch.get_loops(s)[-2:]), [None, warps, 32, 8])
+        sch.bind(ty, "threadIdx.y")
+        sch.bind(tx, "threadIdx.x")
+        sch.vectorize(v)
+        if swizzle:
+            sch.annotate(s, "permuted_layout", 1)
+        else:
+            sch.storage_align(s, 0, axis=-2, factor=32, offset=8)
+    frags = [sch.cache_read(mma, 0, "warp"), sch.cache_read(mma, 1, "warp")]
+    for f in frags:
+        sch.compute_at(f, k1, preserve_unit_loops=True)
+    acc = sch.cache_write(mma, 0, "warp")
+    sch.reverse_compute_at(acc, warp, preserve_unit_loops=True)
+    tiles = [tile_copy(sch, f, 16, 16)[2] for f in frags + [acc]]  # each copy a loop nest over 16x16 tiles
+    sch.transform_layout(frags[0], ("write", 0), fragment_layout)
+    sch.transform_layout(frags[1], ("write", 0), fragment_layout)
+    sch.transform_layout(acc, ("read", 0), fragment_layout)
+    init = sch.decompose_reduction(mma, k0)
+    for loop, name in zip(tiles[:2], ["load_a", "load_b"]):
+        load = sch.blockize(loop)  # one ldmatrix.x4
+        if swizzle:  # its addresses follow the same permutation as the shared rows
+            sch.annotate(load, "permuted_layout", 1)
+        sch.tensorize(load, INTRIN[name])
+    sch.tensorize(init, INTRIN["init"])
+    sch.tensorize(mma, INTRIN["compute"])
+    sch.tensorize(tiles[2], MMA_STORE_PAIRS if pairs else INTRIN["store"])
+    sch.annotate(k1, "software_pipeline_stage", [0, 0, 1] if ahead else [0, 0, 0])  # fragments one 16-step ahead
+    sch.annotate(k1, "software_pipeline_order", [0, 1, 2])
+    s = stages - 1
+    sch.annotate(k0, "software_pipeline_stage", [0, 0, s, s, s])
+    sch.annotate(k0, "software_pipeline_order", list(order))
+    sch.annotate(k0, "software_pipeline_async_stages", [0])
+    return sch
+
+
+def mma16_tiles(warps, warp_tile, group=(8, 8), k_tile=32, stages=3, swizzle=True, per_load=1, **options):
+    """The schedule's arguments from a readable description: warps (rows, cols) per block, each
+    computing warp_tile (rows, cols) of C; blocks launched in groups of group (rows, cols) blocks."""
+    (wm, wn), (tm, tn), (gm, gn) = warps, warp_tile, group
+    fm, fn = tm // 16, tn // 16  # 16x16 fragments per warp
+    rows = [N // 16 // (gm * wm * fm), gm, wm, 1, fm]
+    cols = [N // 16 // (gn * wn * fn), gn, wn, 1, fn]
+    k = [N // k_tile, k_tile // 16 // per_load, per_load]
+    check_factors(rows=(rows, N // 16), cols=(cols, N // 16), k=(k, N // 16))
+    return dict(rows=rows, cols=cols, k=k, stages=stages, swizzle=swizzle, **options)
+
+
+MMA16 = {
+    "2x4 warps of 64x64 (block 128x256), k 32": mma16_tiles((2, 4), (64, 64)),
+    "2x4 warps of 64x64, k 64": mma16_tiles((2, 4), (64, 64), k_tile=64),
+    "2x4 warps of 64x64, k 32, 4 stages": mma16_tiles((2, 4), (64, 64), stages=4),
+    "2x4 warps of 64x64, k 32, padded rows": mma16_tiles((2, 4), (64, 64), swizzle=False),
+    "4x2 warps of 64x64 (block 256x128), k 32": mma16_tiles((4, 2), (64, 64)),
+    "2x2 warps of 64x64 (block 128x128), k 32": mma16_tiles((2, 2), (64, 64)),
+    "2x2 warps of 64x64, k 32, 4 stages": mma16_tiles((2, 2), (64, 64), stages=4),
+    "2x2 warps of 64x64, k 64": mma16_tiles((2, 2), (64, 64), k_tile=64),
+    "4x2 warps of 32x64 (block 128x128), k 32": mma16_tiles((4, 2), (32, 64)),
+    "2x4 warps of 64x32 (block 128x128), k 32": mma16_tiles((2, 4), (64, 32)),
+    "2x4 warps of 64x64, k 32, groups of 16x16": mma16_tiles((2, 4), (64, 64), group=(16, 16)),
+    "2x4 warps of 64x32, k 32, 4 stages": mma16_tiles((2, 4), (64, 32), stages=4),
+    "2x4 warps of 64x32, k 64": mma16_tiles((2, 4), (64, 32), k_tile=64),
+    "2x2 warps of 64x64, k 64, 4 stages": mma16_tiles((2, 2), (64, 64), k_tile=64, stages=4),
+    "4x4 warps of 32x64 (block 128x256), k 32": mma16_tiles((4, 4), (32, 64)),
+}
+
+
+MMA16_REFINE = {  # after MMA16: 2 x 2 warps of 64 x 64 (two blocks per SM) led it
+    "2x2 warps of 64x64, k 64 (round 1's best)": mma16_tiles((2, 2), (64, 64), k_tile=64),
+    "2x2 warps of 64x64, k 64, groups of 4x4": mma16_tiles((2, 2), (64, 64), k_tile=64, group=(4, 4)),
+    "2x2 warps of 64x64, k 64, groups of 16x16": mma16_tiles((2, 2), (64, 64), k_tile=64, group=(16, 16)),
+    "2x2 warps of 64x64, k 64, no groups (32x32)": mma16_tiles((2, 2), (64, 64), k_tile=64, group=(32, 32)),
+    "2x2 warps of 64x64, k 64, 2 stages": mma16_tiles((2, 2), (64, 64), k_tile=64, stages=2),
+    "2x2 warps of 64x64, k 64, 2 steps per load": mma16_tiles((2, 2), (64, 64), k_tile=64, per_load=2),
+    "2x2 warps of 64x64, k 64, padded rows": mma16_tiles((2, 2), (64, 64), k_tile=64, swizzle=False),
+    "2x2 warps of 64x64, k 32, 5 stages": mma16_tiles((2, 2), (64, 64), stages=5),
+    "2x2 warps of 64x64, k 32, 6 stages": mma16_tiles((2, 2), (64, 64), stages=6),
+    "2x2 warps of 64x64, k 32, 4 stages, groups of 4x4": mma16_tiles((2, 2), (64, 64), stages=4, group=(4, 4)),
+    "1x2 warps of 64x64 (block 64x128), k 32, 4 stages": mma16_tiles((1, 2), (64, 64), stages=4),
+    "2x1 warps of 64x64 (block 128x64), k 32, 4 stages": mma16_tiles((2, 1), (64, 64), stages=4),
+    "1x2 warps of 64x64, k 64": mma16_tiles((1, 2), (64, 64), k_tile=64),
+    "2x2 warps of 32x64 (block 64x128), k 64": mma16_tiles((2, 2), (32, 64), k_tile=64),
+}
+
+
+BEST = dict(warps=(2, 2), warp_tile=(64, 64), k_tile=64, group=(4, 4))  # MMA16_REFINE's best
+SMALL = dict(BEST, k_tile=32, stages=4)  # 64 KB of shared memory: room for three blocks per SM
+MMA16_EPILOGUE = {  # after MMA16_REFINE: the C epilogue, and fragment registers traded for a third block per SM
+    "2x2 warps of 64x64, k 64, groups of 4x4 (round 2's best)": mma16_tiles(**BEST),
+    "the same, C stored in pairs": mma16_tiles(**BEST, pairs=True),
+    "the same, fragments not loaded ahead": mma16_tiles(**BEST, ahead=False),
+    "the same, tile fetch issued after the loads (order 2,3,0,1,4)": mma16_tiles(**BEST, order=(2, 3, 0, 1, 4)),
+    "k 32, 4 stages, fetch after the loads": mma16_tiles(**SMALL, order=(2, 3, 0, 1, 4)),
+    "k 32, 4 stages, groups of 4x4": mma16_tiles(**SMALL),
+    "k 32, 4 stages, 3 blocks/SM": mma16_tiles(**SMALL, blocks_per_sm=3),
+    "k 32, 4 stages, not ahead, 3 blocks/SM": mma16_tiles(**SMALL, ahead=False, blocks_per_sm=3),
+    "k 32, 4 stages, not ahead, 3 blocks/SM, pairs": mma16_tiles(**SMALL, ahead=False, blocks_per_sm=3, pairs=True),
+    "k 64, 2 stages, not ahead, 3 blocks/SM": mma16_tiles(**dict(BEST, stages=2), ahead=False, blocks_per_sm=3),
+    "k 32, 3 stages, not ahead, 3 blocks/SM": mma16_tiles(**dict(SMALL, stages=3), ahead=False, blocks_per_sm=3),
+}
+
+
+# ------------------------------------------------------------------ the tables
+
+
+def table(rows: dict) -> list[Variant]:
+    """The WMMA template at 05's tiles (the reference every structure is compared with), then `rows`:
+    name: schedule arguments of mma8_tiles (a tuple) or of mma16_tiles (a dict, which may ask for
+    blocks_per_sm, a TIR pipeline that bounds the kernel's registers)."""
+    func = workload()
+    variants = [Variant("WMMA template at 05's tiles (reference)", functools.partial(template_at_05_tiles, func),
+                        SHAPE, ASYNC)]
+    for name, args in rows.items():
+        if isinstance(args, tuple):
+            make = functools.partial(lambda a: mma8_schedule(fresh_schedule(func), *a), args)
+            variants.append(Variant(name, make, SHAPE, ASYNC))
+        else:
+            args = dict(args)
+            blocks = args.pop("blocks_per_sm", None)
+            make = functools.partial(lambda a: mma16_schedule(fresh_schedule(func), **a), args)
+            variants.append(Variant(name, make, SHAPE, ASYNC, min_blocks_pipeline(blocks) if blocks else "default"))
+    return variants
+
+
+def compare(variants: list[Variant], dry: bool) -> int:
+    """Build every variant; on the GPU check each against a float64 reference and time it beside cuBLAS."""
+    if dry:
+        return dry_run(variants)
+    blas = helpers.cublas_time(N, N, N, "float16")
+    print(f"{helpers.local_gpu_spec().name}: cuBLAS float16 {blas:.4f} ms, {FLOPS / blas / 1e9:,.1f} TFLOP/s", flush=True)
+    results = measure_matmuls(variants, lambda shape: MatmulCheck(shape, "float16", False, "float64"), 1e-3,
+                              lambda _: dict(repeat=30))
+    print(matmul_table(results, {SHAPE: blas}))
+    return 0
+
+
+def pipeline_depth(args) -> int:
+    func = workload()
+    return compare([Variant(name, functools.partial(template_at_05_tiles, func, edits), SHAPE, ASYNC)
+                    for name, edits in PIPELINE_DEPTH.items()], args.dry)
+
+
+# ------------------------------------------------------------------ mma-peak: the instruction's own ceiling
+
+PEAK_SOURCE = r"""
+extern "C" __global__ void peak_k16(float* out, int iters) {
+    unsigned a[4] = {threadIdx.x, threadIdx.x + 1, threadIdx.x + 2, threadIdx.x + 3}, b[2] = {threadIdx.x, 7};
+    float c[CHAINS][4] = {};
+    for (int it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int ch = 0; ch < CHAINS; ++ch)
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                         : "+f"(c[ch][0]), "+f"(c[ch][1]), "+f"(c[ch][2]), "+f"(c[ch][3])
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int ch = 0; ch < CHAINS; ++ch) s += c[ch][0] + c[ch][1] + c[ch][2] + c[ch][3];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+extern "C" __global__ void peak_k8(float* out, int iters) {
+    unsigned a[2] = {threadIdx.x, threadIdx.x + 1}, b = threadIdx.x;
+    float c[CHAINS][4] = {};
+    for (int it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int ch = 0; ch < CHAINS; ++ch)
+            asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                         : "+f"(c[ch][0]), "+f"(c[ch][1]), "+f"(c[ch][2]), "+f"(c[ch][3])
+                         : "r"(a[0]), "r"(a[1]), "r"(b));
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int ch = 0; ch < CHAINS; ++ch) s += c[ch][0] + c[ch][1] + c[ch][2] + c[ch][3];
+    out[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+"""
+CHAINS = 8  # independent accumulators per warp, as many as a 64x32 warp tile of m16n8 fragments
+
+
+def peak(name, k, warps_per_sm, sms, iters=4096, repeat=20):
+    """TFLOP/s of `name` with `warps_per_sm` warps on each SM (one block of them per SM)."""
+    import cupy as cp
+
+    kernel = cp.RawModule(code=PEAK_SOURCE, options=("-arch=sm_90", f"-DCHAINS={CHAINS}")).get_function(name)
+    threads = 32 * warps_per_sm
+    out = cp.empty(sms * threads, "float32")
+    start, end = cp.cuda.Event(), cp.cuda.Event()
+    for _ in range(3):  # warm up
+        kernel((sms,), (threads,), (out, np.int32(iters)))
+    times = []
+    for _ in range(repeat):
+        start.record()
+        kernel((sms,), (threads,), (out, np.int32(iters)))
+        end.record()
+        end.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, end))
+    flops = 2.0 * 16 * 8 * k * CHAINS * iters * warps_per_sm * sms
+    return flops / np.median(times) / 1e9
+
+
+def mma_peak(args) -> int:
+    """How fast can tensor cores go through the instructions TensorIR emits? TVM 0.27 reaches them
+    through WMMA and `mma.sync` (both compile to HMMA); Hopper's asynchronous `wgmma`, which cuBLAS
+    uses, has no TensorIR intrinsic. Every warp runs independent chains of `mma.sync` on registers
+    only, no memory traffic at all, for both shapes TVM has (m16n8k16 behind WMMA, m16n8k8 behind
+    its mma rule), at several warps per SM, beside cuBLAS fp16 at 4096^3 in the same run. A kernel
+    built from these instructions cannot beat this ceiling, whatever its schedule."""
+    import cupy as cp
+
+    sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+    blas = helpers.cublas_time(N, N, N, "float16")
+    blas_tflops = FLOPS / blas / 1e9
+    print(f"{helpers.local_gpu_spec().name}, {sms} SMs: cuBLAS float16 {N}^3 {blas:.4f} ms = {blas_tflops:,.1f} TFLOP/s")
+    print(f"{CHAINS} independent mma.sync chains per warp, registers only, one block per SM")
+    print(f"{'instruction':32s} {'warps/SM':>8s} {'TFLOP/s':>8s} {'% cuBLAS':>9s}")
+    for name, k, label in (("peak_k16", 16, "mma.sync m16n8k16 (WMMA's)"), ("peak_k8", 8, "mma.sync m16n8k8 (mma rule's)")):
+        for warps in (4, 8, 16):
+            t = peak(name, k, warps, sms)
+            print(f"{label:32s} {warps:8d} {t:8.1f} {t / blas_tflops:9.1%}")
+    return 0
+
+
+# ------------------------------------------------------------------ profile: where the time goes, under Nsight Compute
+
+NCU_SECTIONS = ["SpeedOfLight", "WarpStateStats", "Occupancy", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis",
+                "LaunchStats", "SchedulerStats"]
+
+
+def profiled() -> dict[str, Variant]:
+    """The kernels `profile` looks into: the WMMA template at 05's tiles, mma-m16n8k8's best and
+    mma-m16n8k16-refine's best."""
+    func = workload()
+    return {
+        "wmma": Variant("wmma: WMMA template at 05's tiles", functools.partial(template_at_05_tiles, func), SHAPE, ASYNC),
+        "mma": Variant("mma: m16n8k8, 2x4 warps of 64x64, k tile 64",
+                       lambda: mma8_schedule(fresh_schedule(func), *MMA8["2x4 warps of 64x64, k tile 64"]), SHAPE, ASYNC),
+        "mma16": Variant("mma16: m16n8k16, 2x2 warps of 64x64, k 64, groups of 4x4",
+                         lambda: mma16_schedule(fresh_schedule(func), **mma16_tiles(**BEST)), SHAPE, ASYNC),
+    }
+
+
+def launch(args) -> int:
+    """Build one kernel, check its first 256 rows against float64, launch it 4 times (ncu profiles the third)."""
+    _, ex = profiled()[args.kernel].build()
+    rng = np.random.default_rng(0)
+    a = rng.uniform(-1, 1, (N, N)).astype("float16")
+    b = rng.uniform(-1, 1, (N, N)).astype("float16")
+    dev = helpers.device()
+    fn_args = [tvm.runtime.tensor(x, dev) for x in (a, b, np.zeros((N, N), "float32"))]
+    for _ in range(4):
+        ex.mod["main"](*fn_args)
+    dev.sync()
+    ref = a[:256].astype("float64") @ b.astype("float64")
+    print(f"{args.kernel}: relative error on the first 256 rows {helpers.relative_error(fn_args[2].numpy()[:256], ref):.1e}")
+    return 0
+
+
+def profile(args) -> int:
+    kernels = args.kernel or list(profiled())
+    if args.dry:
+        return dry_run([profiled()[k] for k in kernels])
+    options = ["--launch-skip", "2", "--launch-count", "1", "--kernel-name", "matmul_kernel"]
+    for section in NCU_SECTIONS:
+        options += ["--section", section]
+    status = 0
+    for kernel in kernels:
+        print(f"\n==== {kernel}: ncu {' '.join(options)} python3 gpu/experiments/06_fp16.py launch {kernel}", flush=True)
+        try:
+            proc = under_ncu(__file__, options, ["launch", kernel], timeout=300)
+            print(proc.stdout + proc.stderr, flush=True)
+            status = status or proc.returncode
+        except Exception as err:  # noqa: BLE001 (a timeout, most likely)
+            print(f"ncu {kernel}: {error_line(err)}")
+            status = 1
+    return status
+
+
+# ------------------------------------------------------------------ input-data: does the data change the time?
+
+
+def input_data(args) -> int:
+    """While tuning, MetaSchedule timed the best fp16 template record faster than notebook 06 times
+    it. The tuner fills the inputs with its own random data; the notebook uses uniform(-1, 1) and
+    the cuBLAS baseline normal(0, 1). This times the same tuned kernel and cuBLAS (torch) on the
+    same arrays, for several kinds of input, in one process."""
+    import torch
+
+    func = workload()
+    best = helpers.replay(helpers.database_dir("matmul_fp16_4096_template"), func)
+    with tvm.transform.PassContext(config=ASYNC):
+        ex = helpers.build(best.sch)
+    dev = helpers.device()
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+    rng = np.random.default_rng(0)
+    inputs = {
+        "uniform(-1, 1), as notebook 06": lambda: rng.uniform(-1, 1, (N, N)),
+        "normal(0, 1), as the cuBLAS baseline": lambda: rng.standard_normal((N, N)),
+        "uniform(0, 1)": lambda: rng.uniform(0, 1, (N, N)),
+        "all ones": lambda: np.ones((N, N)),
+        "all zeros": lambda: np.zeros((N, N)),
+    }
+    print(f"{helpers.local_gpu_spec().name}; best record: {best.describe()}")
+    print(f"{'inputs':38s} {'TVM ms':>8s} {'TFLOP/s':>8s} {'cuBLAS ms':>10s} {'TFLOP/s':>8s} {'ratio':>6s}")
+    for name, make in inputs.items():
+        a, b = make().astype("float16"), make().astype("float16")
+        fn_args = [tvm.runtime.tensor(x, dev) for x in (a, b, np.zeros((N, N), "float32"))]
+        tvm_ms = float(np.median(helpers.time_function(ex.mod, dev, fn_args, repeat=30)))
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        tc = torch.empty(N, N, device="cuda", dtype=torch.float16)
+        blas_ms = bench.event_median_ms(lambda: torch.matmul(ta, tb, out=tc), torch.cuda.Event,
+                                        torch.cuda.synchronize, repeat=30, warmup=3)
+        print(f"{name:38s} {tvm_ms:8.4f} {FLOPS / tvm_ms / 1e9:8.1f} {blas_ms:10.4f} {FLOPS / blas_ms / 1e9:8.1f} "
+              f"{blas_ms / tvm_ms:6.1%}")
+    return 0
+
+
+KERNELS = ("wmma", "mma", "mma16")
+
+
+def kernel_name(text: str) -> str:
+    if text not in KERNELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is none of {', '.join(KERNELS)}")
+    return text
+
+
+STUDIES = {
+    "pipeline-depth": Study(pipeline_depth, "the WMMA template at 05's tiles with deeper and shallower pipelines"),
+    "mma-m16n8k8": Study(lambda args: compare(table(MMA8), args.dry),
+                         "TVM's mma rule structure (m16n8k8, ldmatrix, swizzled rows, groups), eleven variants"),
+    "mma-m16n8k16": Study(lambda args: compare(table(MMA16), args.dry),
+                          "the same structure with the m16n8k16 instruction, fifteen variants"),
+    "mma-m16n8k16-refine": Study(lambda args: compare(table(MMA16_REFINE), args.dry),
+                                 "around mma-m16n8k16's best: groups, stages, loads, padding, block shapes"),
+    "mma-m16n8k16-epilogue": Study(lambda args: compare(table(MMA16_EPILOGUE), args.dry),
+                                   "around the refined best: C stored in pairs, no fragment prefetch, "
+                                   "pipeline order, a third block per SM"),
+    "mma-peak": Study(mma_peak, "the ceiling of mma.sync m16n8k16 and m16n8k8 on registers alone",
+                      dry=False, needs=("cupy",)),
+    "profile": Study(profile, "Nsight Compute profiles of the WMMA template and the best mma.sync kernels",
+                     needs=("ncu",), arguments=((("kernel",), dict(nargs="*", type=kernel_name, metavar="KERNEL",
+                                                                 help=f"of {', '.join(KERNELS)} (default: all)")),)),
+    "launch": Study(launch, "(run by profile under ncu) build, check and launch one kernel", dry=False, needs=(),
+                    logged=False, arguments=((("kernel",), dict(choices=KERNELS)),)),
+    "input-data": Study(input_data, "the tuned template kernel and cuBLAS on random, constant and zero inputs",
+                        dry=False),
+}
+
+if __name__ == "__main__":
+    sys.exit(cli(__file__, __doc__, STUDIES))
