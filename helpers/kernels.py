@@ -71,8 +71,9 @@ def _log_build(kernels: str, arch: str, ok: bool) -> None:
     env._log({"kernel": kernels, "arch": arch, "ok": ok})
 
 
-#: What a kernel's CUDA shows when it uses an instruction older GPUs lack (see env.FEATURES).
-_INSTRUCTIONS = {"tensor cores": "wmma::", "cp.async": "cp.async", "ldmatrix + mma.sync m16n8k16": "m16n8k16"}
+#: What a kernel's CUDA shows when it uses an instruction older GPUs lack (see env.FEATURES):
+#: TVM writes cp.async as inline PTX or as its helpers tvm_builtin_ptx_cp_async_*.
+_INSTRUCTIONS = {"tensor cores": r"wmma::", "cp.async": r"cp[._]async", "ldmatrix + mma.sync m16n8k16": r"m16n8k16"}
 
 
 def why_not_here(kernel, spec: env.GpuSpec | None) -> str | None:
@@ -84,7 +85,7 @@ def why_not_here(kernel, spec: env.GpuSpec | None) -> str | None:
         return None
     source = cuda_source(kernel)
     for feature, marker in _INSTRUCTIONS.items():
-        reason = env.lacks(spec, feature) if marker in source else None
+        reason = env.lacks(spec, feature) if re.search(marker, source) else None
         if reason:
             return reason
     from tvm.s_tir import meta_schedule as ms
