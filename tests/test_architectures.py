@@ -68,8 +68,7 @@ def _execute(notebook: Path, archs: list[str], log: Path, monkeypatch) -> str | 
     return None
 
 
-@pytest.mark.parametrize("notebook, archs", RUNS, ids=[f"{nb.stem}-{'+'.join(a)}" for nb, a in RUNS])
-def test_every_kernel_builds(notebook, archs, tmp_path, monkeypatch):
+def check_every_kernel_builds(notebook, archs, tmp_path, monkeypatch):
     log = tmp_path / "builds.jsonl"
     error = _execute(notebook, archs, log, monkeypatch)
     events = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
@@ -87,3 +86,19 @@ def test_every_kernel_builds(notebook, archs, tmp_path, monkeypatch):
     extra = {t for t in taken if not any(f in t for f in expected)}
     assert not missing and not extra, (
         f"{notebook.stem} on {'+'.join(archs)}: expected the fallbacks {sorted(expected)}, took {sorted(taken)}")
+
+
+# One test class per notebook, so that pytest-xdist (--dist loadscope) spreads the notebooks over
+# the cores while each notebook's runs stay on one.
+def _notebook_class(notebook: Path) -> type:
+    runs = [archs for nb, archs in RUNS if nb == notebook]
+
+    @pytest.mark.parametrize("archs", runs, ids=["+".join(a) for a in runs])
+    def test_every_kernel_builds(self, archs, tmp_path, monkeypatch):
+        check_every_kernel_builds(notebook, archs, tmp_path, monkeypatch)
+
+    return type(f"TestNotebook{notebook.stem[:2]}", (), {"test_every_kernel_builds": test_every_kernel_builds})
+
+
+for _notebook in NOTEBOOKS:
+    globals()[f"TestNotebook{_notebook.stem[:2]}"] = _notebook_class(_notebook)
