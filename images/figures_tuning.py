@@ -31,24 +31,16 @@ def draw_metaschedule_search():
     on the GPU, stored in the database that trains the model and seeds the next round."""
     fig, ax = plt.subplots(figsize=(10.5, 5.2))
     w, h = 2.55, 1.55
-    _node(ax, 1.5, 4.1, w, h, CPU, "1. design space",
-          "schedule rules applied to\nevery block (post-order):\nmulti-level tiling, cache_read,\n"
-          "cooperative fetch, unroll ...\n= a few sketches")
-    _node(ax, 5.0, 4.1, w, h, CPU, "2. sample",
-          "fill each sketch's decisions\n(tile sizes, vector length,\nunroll depth) at random;\n"
-          "postprocessors reject what\nthe GPU cannot run")
-    _node(ax, 8.6, 4.1, w, h, MODEL, "3. evolutionary search",
-          "population of ~512 programs,\nmutate decisions for a few\ngenerations, keep what the\n"
-          "cost model (XGBoost) scores\nbest, plus a few at random")
-    _node(ax, 8.6, 1.2, w, h, GPU, "4. build and measure",
-          "compile a batch of candidates\n(in parallel on the CPU),\nrun each on the GPU,\n"
-          "record its time (or error)")
-    _node(ax, 5.0, 1.2, w, h, DATA, "5. tuning database",
-          "workload + trace + run times\n(JSON files): the best record\nis replayed later without\n"
-          "tuning again")
-    _node(ax, 1.5, 1.2, w, h, MODEL, "6. cost model update",
-          "retrain XGBoost on the\nmeasured times: features of\neach program's loads, stores,\n"
-          "arithmetic and parallelism")
+    steps = [  # (x, y, colour, title, text): the loop, clockwise from the top left
+        (1.5, 4.1, CPU, "1. design space", "schedule rules applied to\nevery block (post-order):\nmulti-level tiling, cache_read,\ncooperative fetch, unroll ...\n= a few sketches"),
+        (5.0, 4.1, CPU, "2. sample", "fill each sketch's decisions\n(tile sizes, vector length,\nunroll depth) at random;\npostprocessors reject what\nthe GPU cannot run"),
+        (8.6, 4.1, MODEL, "3. evolutionary search", "population of ~512 programs,\nmutate decisions for a few\ngenerations, keep what the\ncost model (XGBoost) scores\nbest, plus a few at random"),
+        (8.6, 1.2, GPU, "4. build and measure", "compile a batch of candidates\n(in parallel on the CPU),\nrun each on the GPU,\nrecord its time (or error)"),
+        (5.0, 1.2, DATA, "5. tuning database", "workload + trace + run times\n(JSON files): the best record\nis replayed later without\ntuning again"),
+        (1.5, 1.2, MODEL, "6. cost model update", "retrain XGBoost on the\nmeasured times: features of\neach program's loads, stores,\narithmetic and parallelism"),
+    ]
+    for x, y, colour, title, text in steps:
+        _node(ax, x, y, w, h, colour, title, text)
     _arrow(ax, (2.8, 4.1), (3.7, 4.1))
     _arrow(ax, (6.3, 4.1), (7.3, 4.1))
     _arrow(ax, (8.6, 3.3), (8.6, 2.0), "top candidates", offset=(0.75, 0))
