@@ -1,10 +1,9 @@
-"""Shared fixtures: small kernels written in TVMScript, and a throwaway results folder."""
+"""Shared fixtures: a small kernel, and a throwaway results folder."""
 
 import numpy as np
 import pytest
 import tvm
-from tvm.script import ir as I
-from tvm.script import tirx as T
+from tvm import te
 
 import helpers
 from helpers import records
@@ -12,15 +11,15 @@ from helpers import records
 N = 1 << 12
 
 
-@I.ir_module
-class VectorAdd:
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((N,), "float32"), B: T.Buffer((N,), "float32"), C: T.Buffer((N,), "float32")):
-        T.func_attr({"tirx.noalias": True})
-        for i in range(N):
-            with T.sblock("C"):
-                vi = T.axis.remap("S", [i])
-                C[vi] = A[vi] + B[vi]
+def _vector_add() -> tvm.IRModule:
+    """C = A + B on N floats, from a tensor expression (the notebooks write theirs in TVMScript)."""
+    a = te.placeholder((N,), "float32", name="A")
+    b = te.placeholder((N,), "float32", name="B")
+    c = te.compute((N,), lambda i: a[i] + b[i], name="C")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("tirx.noalias", True)})
+
+
+VectorAdd = _vector_add()
 
 
 def bound_vector_add(threads: int = 128) -> tvm.s_tir.Schedule:
