@@ -59,7 +59,7 @@ def _execute(notebook: Path, archs: list[str], log: Path, monkeypatch) -> str | 
     monkeypatch.setenv("COURSE_ARCH", ",".join(archs))
     monkeypatch.setenv("COURSE_BUILD_LOG", str(log))
     nb = nbformat.read(notebook, as_version=4)
-    client = NotebookClient(nb, timeout=1200, kernel_name="python3",
+    client = NotebookClient(nb, timeout=1200, startup_timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(notebook.parent)}})
     try:
         client.execute()
