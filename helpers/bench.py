@@ -222,26 +222,18 @@ class Session:
     def supports(self, feature: str, instead: str) -> bool:
         """Whether this GPU has `feature` (see `env.FEATURES`); if not, say so in one line with
         what the step runs `instead`, e.g. nb.supports("cp.async", "with synchronous copies")."""
-        reason = env.decide(self.spec, lambda spec: env.lacks(spec, feature))
-        if reason:
-            env.fallback(reason, f"this step runs {instead}")
-        return reason is None
+        return env.decide(self.spec, lambda spec: env.lacks(spec, feature), f"this step runs {instead}")
 
     def fits(self, shared_bytes: int, instead: str) -> bool:
         """Whether a block with `shared_bytes` of shared memory fits this GPU; if not, say so
         in one line with what the step runs `instead`."""
-        reason = env.decide(self.spec, lambda spec: env.lacks_shared_memory(spec, shared_bytes))
-        if reason:
-            env.fallback(reason, f"this step runs {instead}")
-        return reason is None
+        return env.decide(self.spec, lambda spec: env.lacks_shared_memory(spec, shared_bytes),
+                          f"this step runs {instead}")
 
     def can_run(self, kernel, instead: str) -> bool:
         """Whether a kernel made elsewhere (replayed from another GPU's tuning) runs on this GPU;
         if not, say in one line why and what happens `instead` (a clause)."""
-        reason = env.decide(self.spec, lambda spec: kernels.why_not_here(kernel, spec))
-        if reason:
-            env.fallback(reason, instead)
-        return reason is None
+        return env.decide(self.spec, lambda spec: kernels.why_not_here(kernel, spec), instead)
 
     # -- live or recorded
 

@@ -309,16 +309,19 @@ def simulated_spec() -> GpuSpec | None:
     return next(iter(simulated_specs()), None)
 
 
-def decide(spec: GpuSpec | None, why_not) -> str | None:
-    """`why_not(spec)` (a reason a step cannot run, or None), checked for every simulated GPU too:
-    a run that stands for several architectures must find the same answer for each, else it is
-    logged (`COURSE_BUILD_LOG`) for the architecture tests to split it."""
+def decide(spec: GpuSpec | None, why_not, consequence: str) -> bool:
+    """Whether a step can run on `spec`'s GPU: `why_not(spec)` gives the reason it cannot, or None.
+    If it cannot, say so in one line with its `consequence` (`fallback`). A run that stands for
+    several architectures (`COURSE_ARCH`) checks each one too: a different answer is logged for
+    the architecture tests, which then split the run."""
     reason = why_not(spec)
     others = {s.arch: why_not(s) for s in simulated_specs()[1:]}
     split = [arch for arch, r in others.items() if (r is None) != (reason is None)]
     if split:
         _log({"diverges": split, "reason": reason or next(r for r in others.values() if r)})
-    return reason
+    if reason:
+        fallback(reason, consequence)
+    return reason is None
 
 
 def _log(event: dict) -> None:
