@@ -366,7 +366,11 @@ FEATURES = {
     "tensor cores": "7.0",  # WMMA
     "cp.async": "8.0",  # asynchronous global-to-shared copies
     "ldmatrix + mma.sync m16n8k16": "8.0",
+    "wgmma + TMA": "9.0",  # Hopper's warpgroup MMA fed by the tensor memory accelerator (sm_90a)
 }
+#: Features a later architecture dropped: the newest compute capability that has each. Blackwell
+#: (10.x, 12.x) replaced wgmma with tcgen05, so an sm_90a kernel runs on Hopper alone.
+LAST = {"wgmma + TMA": "9.0"}
 
 
 def _cc(version: str) -> tuple[int, int]:
@@ -378,9 +382,14 @@ def lacks(spec: GpuSpec | None, feature: str) -> str | None:
     """Why `spec`'s GPU cannot run a step that needs `feature` (one clause), or None if it can."""
     if feature not in FEATURES:
         raise ValueError(f"unknown feature {feature!r}: one of {', '.join(FEATURES)}")
-    if spec is None or _cc(spec.compute_capability) >= _cc(FEATURES[feature]):
+    if spec is None:
         return None
-    return f"{feature} needs compute capability {FEATURES[feature]}; this {spec.name} is {spec.compute_capability}"
+    cc, first, last = _cc(spec.compute_capability), FEATURES[feature], LAST.get(feature)
+    if last and cc[0] > _cc(last)[0]:
+        return f"{feature} exists only on compute capability {_cc(last)[0]}.x; this {spec.name} is {spec.compute_capability}"
+    if cc >= _cc(first):
+        return None
+    return f"{feature} needs compute capability {first}; this {spec.name} is {spec.compute_capability}"
 
 
 def lacks_shared_memory(spec: GpuSpec | None, nbytes: int) -> str | None:

@@ -1,3 +1,4 @@
+import dataclasses
 import sys
 import types
 
@@ -148,6 +149,16 @@ def test_features_by_compute_capability():
     assert env.lacks(H100, "ldmatrix + mma.sync m16n8k16") is None
     with pytest.raises(ValueError, match="unknown feature 'wgmma'"):
         env.lacks(t4, "wgmma")
+
+
+def test_hopper_only_features():
+    """wgmma (sm_90a) is Hopper's alone: older GPUs lack it, and so does Blackwell, which replaced it."""
+    a100 = env.datasheet("NVIDIA A100-SXM4-40GB").spec()
+    blackwell = dataclasses.replace(H100, name="NVIDIA B200", compute_capability="10.0")
+    assert env.lacks(H100, "wgmma + TMA") is None
+    assert env.lacks(a100, "wgmma + TMA") == "wgmma + TMA needs compute capability 9.0; this NVIDIA A100-SXM4-40GB is 8.0"
+    assert env.lacks(blackwell, "wgmma + TMA") == "wgmma + TMA exists only on compute capability 9.x; this NVIDIA B200 is 10.0"
+    assert env.lacks(blackwell, "cp.async") is None  # a feature no architecture dropped
 
 
 def test_simulated_architecture(monkeypatch):

@@ -26,8 +26,6 @@ shared) and of the add, cold caches: does L1 already capture the window's reuse?
 
 from __future__ import annotations
 
-import csv
-import io
 import statistics
 import sys
 import time
@@ -40,7 +38,7 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 import helpers
-from common import Study, Variant, cli, copy_module, dry_run, error_line, under_ncu
+from common import Study, Variant, cli, copy_module, dry_run, error_line, ncu_raw, under_ncu
 from helpers import bench
 
 N24 = 1 << 24
@@ -346,19 +344,9 @@ def launch(args) -> int:
 
 
 def parse_ncu_csv(text: str) -> dict:
-    rows = [r for r in csv.reader(io.StringIO(text)) if r]
-    for i, r in enumerate(rows):
-        if "ID" in r and any(m in r for m in NCU_METRICS):
-            units = rows[i + 1] if i + 1 < len(rows) else []
-            data = rows[i + 2] if i + 2 < len(rows) else []
-            out = {}
-            for m in NCU_METRICS:
-                if m in r:
-                    j = r.index(m)
-                    unit = units[j] if j < len(units) else ""
-                    out[m] = (data[j] if j < len(data) else "?") + (f" {unit}" if unit else "")
-            return out
-    return {}
+    """NCU_METRICS as "value unit" strings, from ncu's raw CSV."""
+    found = ncu_raw(text)
+    return {m: f"{found[m][0]} {found[m][1]}".strip() for m in NCU_METRICS if m in found}
 
 
 def dram_traffic(args) -> int:

@@ -18,8 +18,9 @@ its numbers are right, so only its structure can change. The studies:
   mma-m16n8k16-epilogue  around the best of -refine: C stored two floats at a time, fragments
                          not loaded ahead, the pipeline order, a third block per SM
   mma-peak               the ceiling of mma.sync on registers alone (needs cupy; no --dry)
-  profile                Nsight Compute profiles of the WMMA template, mma-m16n8k8's and
-                         mma-m16n8k16-refine's best (needs ncu)
+  profile                Nsight Compute, side by side: the WMMA template at 05's tiles,
+                         mma-m16n8k16-refine's best, notebook 06's tuned mma template and
+                         cuBLAS's own kernel, in one table (needs ncu)
   input-data             the tuned template kernel and cuBLAS on random, constant and zero inputs
                          (no --dry)
 
@@ -39,7 +40,7 @@ from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_l
 
 import helpers
 from common import (MatmulCheck, Study, Variant, blockize_fragments, cli, dry_run, error_line, matmul_table,
-                    measure_matmuls, notebook_template, tile_copy, under_ncu)
+                    measure_matmuls, ncu_number, ncu_raw, notebook_template, tile_copy, under_ncu)
 from helpers import MMA_STORE_PAIRS, bench
 from helpers.tuned import _as_module
 
@@ -442,56 +443,153 @@ def mma_peak(args) -> int:
 
 # ------------------------------------------------------------------ profile: where the time goes, under Nsight Compute
 
-NCU_SECTIONS = ["SpeedOfLight", "WarpStateStats", "Occupancy", "ComputeWorkloadAnalysis", "MemoryWorkloadAnalysis",
-                "LaunchStats", "SchedulerStats"]
+NCU_SECTIONS = ["SpeedOfLight", "ComputeWorkloadAnalysis", "InstructionStats", "MemoryWorkloadAnalysis",
+                "MemoryWorkloadAnalysis_Tables", "Occupancy", "LaunchStats", "SchedulerStats", "WarpStateStats"]
+# Clocks as the timing runs see them: ncu's default locks them to base, which slows every kernel alike.
+NCU_OPTIONS = ["--launch-skip", "2", "--launch-count", "1", "--clock-control", "none", "--csv", "--page", "raw",
+               "--print-units", "base", *[x for s in NCU_SECTIONS for x in ("--section", s)]]
 
 
 def profiled() -> dict[str, Variant]:
-    """The kernels `profile` looks into: the WMMA template at 05's tiles, mma-m16n8k8's best and
-    mma-m16n8k16-refine's best."""
+    """The TVM kernels `profile` looks into, beside cuBLAS's own."""
     func = workload()
     return {
-        "wmma": Variant("wmma: WMMA template at 05's tiles", functools.partial(template_at_05_tiles, func), SHAPE, ASYNC),
-        "mma": Variant("mma: m16n8k8, 2x4 warps of 64x64, k tile 64",
+        "wmma": Variant("WMMA template at 05's tiles (05's best structure)",
+                        functools.partial(template_at_05_tiles, func), SHAPE, ASYNC),
+        "mma": Variant("mma.sync m16n8k8, 2x4 warps of 64x64, k tile 64",
                        lambda: mma8_schedule(fresh_schedule(func), *MMA8["2x4 warps of 64x64, k tile 64"]), SHAPE, ASYNC),
-        "mma16": Variant("mma16: m16n8k16, 2x2 warps of 64x64, k 64, groups of 4x4",
+        "mma16": Variant("mma.sync m16n8k16, 2x2 warps of 64x64, k 64, groups of 4x4",
                          lambda: mma16_schedule(fresh_schedule(func), **mma16_tiles(**BEST)), SHAPE, ASYNC),
+        "tuned": Variant("06's tuned mma template (committed database)",
+                         lambda: helpers.replay(helpers.database_dir("matmul_fp16_4096_mma_template"), func).sch,
+                         SHAPE, ASYNC),
     }
 
 
+KERNELS = ("wmma", "mma", "mma16", "tuned", "cublas")
+PROFILED_BY_DEFAULT = ("wmma", "mma16", "tuned", "cublas")
+
+
 def launch(args) -> int:
-    """Build one kernel, check its first 256 rows against float64, launch it 4 times (ncu profiles the third)."""
-    _, ex = profiled()[args.kernel].build()
+    """Launch one kernel 4 times on uniform(-1, 1) inputs (ncu profiles the third); check a TVM
+    kernel's first 256 rows against float64. "cublas" is torch's fp16 matmul, the baseline."""
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (N, N)).astype("float16")
     b = rng.uniform(-1, 1, (N, N)).astype("float16")
-    dev = helpers.device()
-    fn_args = [tvm.runtime.tensor(x, dev) for x in (a, b, np.zeros((N, N), "float32"))]
-    for _ in range(4):
-        ex.mod["main"](*fn_args)
-    dev.sync()
+    if args.kernel == "cublas":
+        import torch
+
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()  # copies, no kernel launches
+        tc = torch.empty(N, N, device="cuda", dtype=torch.float16)
+        for _ in range(4):
+            torch.matmul(ta, tb, out=tc)
+        torch.cuda.synchronize()
+        c = tc[:256].float().cpu().numpy()
+    else:
+        _, ex = profiled()[args.kernel].build()
+        dev = helpers.device()
+        fn_args = [tvm.runtime.tensor(x, dev) for x in (a, b, np.zeros((N, N), "float32"))]
+        for _ in range(4):
+            ex.mod["main"](*fn_args)
+        dev.sync()
+        c = fn_args[2].numpy()[:256]
     ref = a[:256].astype("float64") @ b.astype("float64")
-    print(f"{args.kernel}: relative error on the first 256 rows {helpers.relative_error(fn_args[2].numpy()[:256], ref):.1e}")
+    print(f"{args.kernel}: relative error on the first 256 rows {helpers.relative_error(c, ref):.1e}")
     return 0
 
 
+def _stalls(m: dict, top: int = 3) -> str:
+    """The `top` reasons warps waited most, in cycles per issued instruction."""
+    found = []
+    for name, (value, _) in m.items():
+        reason = name.removeprefix("smsp__average_warps_issue_stalled_").removesuffix("_per_issue_active.ratio")
+        if reason != name and (x := ncu_number(value)):
+            found.append((x, reason))
+    return ", ".join(f"{r} {x:.1f}" for x, r in sorted(found, reverse=True)[:top]) or "-"
+
+
+def _first(m: dict, *names, scale=1.0, fmt="{:,.1f}") -> str:
+    for name in names:
+        if name in m and (x := ncu_number(m[name][0])) is not None:
+            return fmt.format(x * scale)
+    return "-"
+
+
+def _tflops(m: dict) -> str:
+    ns = ncu_number(m.get("gpu__time_duration.sum", ("", ""))[0])
+    return f"{FLOPS / ns / 1e3:.0f}" if ns else "-"
+
+
+def _tensor(m: dict, kind: str) -> str:
+    """Tensor-pipe figures ncu reports under names that differ by GPU: the largest of them."""
+    values = [(ncu_number(v), n) for n, (v, _) in m.items() if "tensor" in n and n.endswith(kind)]
+    values = [(x, n) for x, n in values if x is not None]
+    if not values:
+        return "-"
+    x, name = max(values)
+    return f"{x:,.{0 if kind == '.sum' else 1}f} ({name.split('__')[1].split('.')[0]})"
+
+
+PROFILE_ROWS = {  # row label: how to read it from one kernel's metrics
+    "duration (us)": lambda m: _first(m, "gpu__time_duration.sum", scale=1e-3),
+    "TFLOP/s": lambda m: _tflops(m),
+    "SM clock (GHz)": lambda m: _first(m, "sm__cycles_elapsed.avg.per_second", scale=1e-9, fmt="{:.2f}"),
+    "grid x block": lambda m: f"{_first(m, 'launch__grid_size', fmt='{:.0f}')} x {_first(m, 'launch__block_size', fmt='{:.0f}')}",
+    "registers / thread": lambda m: _first(m, "launch__registers_per_thread", fmt="{:.0f}"),
+    "shared memory / block (KB)": lambda m: _first(m, "launch__shared_mem_per_block_allocated",
+                                                   "launch__shared_mem_per_block_dynamic", scale=1 / 1024),
+    "achieved occupancy (% of 64 warps)": lambda m: _first(m, "sm__warps_active.avg.pct_of_peak_sustained_active"),
+    "tensor pipe busy (% of peak)": lambda m: _tensor(m, ".pct_of_peak_sustained_active"),
+    "tensor instructions": lambda m: _tensor(m, ".sum"),
+    "all instructions executed": lambda m: _first(m, "smsp__inst_executed.sum", "sm__inst_executed.sum", fmt="{:,.0f}"),
+    "issue slots busy (%)": lambda m: _first(m, "sm__inst_issued.avg.pct_of_peak_sustained_active"),
+    "warp cycles per issued instruction": lambda m: _first(m, "smsp__average_warp_latency_per_inst_issued.ratio"),
+    "top stalls (cycles per instruction)": _stalls,
+    "shared bank conflicts, loads": lambda m: _first(m, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                                                     fmt="{:,.0f}"),
+    "shared bank conflicts, stores": lambda m: _first(m, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+                                                      fmt="{:,.0f}"),
+    "L2 hit rate (%)": lambda m: _first(m, "lts__t_sector_hit_rate.pct"),
+    "DRAM throughput (% of peak)": lambda m: _first(m, "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+}
+MENTIONED = ("tensor", "bank_conflicts", "stalled", "hit_rate", "warps_active", "inst_executed_pipe", "launch__")
+
+
 def profile(args) -> int:
-    kernels = args.kernel or list(profiled())
+    """Each kernel under Nsight Compute at the clocks timing runs see; the metrics that say where
+    the time goes side by side, then every metric of tensor pipes, stalls, conflicts and launch."""
+    kernels = args.kernel or list(PROFILED_BY_DEFAULT)
     if args.dry:
-        return dry_run([profiled()[k] for k in kernels])
-    options = ["--launch-skip", "2", "--launch-count", "1", "--kernel-name", "matmul_kernel"]
-    for section in NCU_SECTIONS:
-        options += ["--section", section]
-    status = 0
+        return dry_run([profiled()[k] for k in kernels if k != "cublas"])
+    found, status = {}, 0
+    print(f"ncu {' '.join(NCU_OPTIONS)} python3 gpu/experiments/06_fp16.py launch KERNEL", flush=True)
     for kernel in kernels:
-        print(f"\n==== {kernel}: ncu {' '.join(options)} python3 gpu/experiments/06_fp16.py launch {kernel}", flush=True)
         try:
-            proc = under_ncu(__file__, options, ["launch", kernel], timeout=300)
-            print(proc.stdout + proc.stderr, flush=True)
-            status = status or proc.returncode
+            proc = under_ncu(__file__, NCU_OPTIONS, ["launch", kernel], timeout=300)
         except Exception as err:  # noqa: BLE001 (a timeout, most likely)
-            print(f"ncu {kernel}: {error_line(err)}")
+            print(f"ncu {kernel}: {error_line(err)}", flush=True)
             status = 1
+            continue
+        checked = [line for line in proc.stdout.splitlines() if "relative error" in line]
+        found[kernel] = metrics = ncu_raw(proc.stdout)
+        name = metrics.get("Kernel Name", ("?", ""))[0]
+        print(f"{kernel}: {checked[0] if checked else 'no check printed'}; kernel {name[:90]}", flush=True)
+        if not metrics:
+            tail = " | ".join(line.strip() for line in (proc.stdout + proc.stderr).strip().splitlines()[-4:])
+            print(f"ncu {kernel}: no metrics (rc {proc.returncode}): {tail[:400]}", flush=True)
+            status = 1
+    if not found:
+        return status or 1
+    print(f"\n{helpers.local_gpu_spec().name}, {N}^3 fp16 (cuBLAS writes fp16 C, the TVM kernels fp32 C)")
+    rows = [["", *found]] + [[label, *(read(m) if m else "-" for m in found.values())]
+                             for label, read in PROFILE_ROWS.items()]
+    print(helpers.text_table(rows))
+    print("\nevery metric of tensor pipes, stalls, conflicts, occupancy and launch, per kernel:")
+    for kernel, metrics in found.items():
+        for name, (value, unit) in sorted(metrics.items()):
+            if any(word in name for word in MENTIONED):
+                print(f"  {kernel:7s} {name} = {value} {unit}".rstrip())
     return status
 
 
@@ -534,9 +632,6 @@ def input_data(args) -> int:
     return 0
 
 
-KERNELS = ("wmma", "mma", "mma16")
-
-
 def kernel_name(text: str) -> str:
     if text not in KERNELS:
         raise argparse.ArgumentTypeError(f"{text!r} is none of {', '.join(KERNELS)}")
@@ -556,10 +651,11 @@ STUDIES = {
                                    "pipeline order, a third block per SM"),
     "mma-peak": Study(mma_peak, "the ceiling of mma.sync m16n8k16 and m16n8k8 on registers alone",
                       dry=False, needs=("cupy",)),
-    "profile": Study(profile, "Nsight Compute profiles of the WMMA template and the best mma.sync kernels",
+    "profile": Study(profile, "Nsight Compute side by side: 05's structure, the best mma.sync kernel, 06's "
+                     "tuned kernel and cuBLAS",
                      needs=("ncu",), arguments=((("kernel",), dict(nargs="*", type=kernel_name, metavar="KERNEL",
-                                                                 help=f"of {', '.join(KERNELS)} (default: all)")),)),
-    "launch": Study(launch, "(run by profile under ncu) build, check and launch one kernel", dry=False, needs=(),
+                                                                 help=f"of {', '.join(KERNELS)} (default: {', '.join(PROFILED_BY_DEFAULT)})")),)),
+    "launch": Study(launch, "(run by profile under ncu) build, check and launch one kernel", dry=False, needs=("torch",),
                     logged=False, arguments=((("kernel",), dict(choices=KERNELS)),)),
     "input-data": Study(input_data, "the tuned template kernel and cuBLAS on random, constant and zero inputs",
                         dry=False),

@@ -18,9 +18,11 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import csv
 import dataclasses
 import datetime
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -141,6 +143,26 @@ def under_ncu(script: str, ncu_options: list[str], launch_args: list[str], timeo
     """Run `python <script> <launch_args>` under Nsight Compute; the finished process, output captured."""
     command = [shutil.which("ncu"), *ncu_options, sys.executable, os.path.abspath(script), *launch_args]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def ncu_raw(text: str) -> dict[str, tuple[str, str]]:
+    """The metrics of the first kernel in ncu's `--csv --page raw` output: name -> (value, unit).
+    Values keep ncu's spelling ("667,357"); `ncu_number` reads them."""
+    rows = [r for r in csv.reader(io.StringIO(text)) if r]
+    for i, header in enumerate(rows):
+        if header[:2] == ["ID", "Process ID"] and i + 2 < len(rows):
+            units, values = rows[i + 1], rows[i + 2]
+            return {name: (values[j] if j < len(values) else "", units[j] if j < len(units) else "")
+                    for j, name in enumerate(header)}
+    return {}
+
+
+def ncu_number(value: str) -> float | None:
+    """A number as ncu's CSV writes it ("1,234.5"); None for "n/a" and the like."""
+    try:
+        return float(value.replace(",", ""))
+    except ValueError:
+        return None
 
 
 # ------------------------------------------------------------------ variants: build, check, time
