@@ -73,7 +73,8 @@ def _log_build(kernels: str, arch: str, ok: bool) -> None:
 
 #: What a kernel's CUDA shows when it uses an instruction older GPUs lack (see env.FEATURES):
 #: TVM writes cp.async as inline PTX or as its helpers tvm_builtin_ptx_cp_async_*.
-_INSTRUCTIONS = {"tensor cores": r"wmma::", "cp.async": r"cp[._]async", "ldmatrix + mma.sync m16n8k16": r"m16n8k16"}
+_INSTRUCTIONS = {"wgmma + TMA": r"wgmma|cp[._]async[._]bulk[._]tensor", "tensor cores": r"wmma::", "cp.async": r"cp[._]async",
+                 "ldmatrix + mma.sync m16n8k16": r"m16n8k16"}
 
 
 def why_not_here(kernel, spec: env.GpuSpec | None) -> str | None:

@@ -19,8 +19,9 @@ its numbers are right, so only its structure can change. The studies:
                          not loaded ahead, the pipeline order, a third block per SM
   mma-peak               the ceiling of mma.sync on registers alone (needs cupy; no --dry)
   profile                Nsight Compute, side by side: the WMMA template at 05's tiles,
-                         mma-m16n8k16-refine's best, notebook 06's tuned mma template and
-                         cuBLAS's own kernel, in one table (needs ncu)
+                         mma-m16n8k16-refine's best, notebook 06's tuned mma template,
+                         notebook 07's wgmma kernel and cuBLAS's own kernel, in one table
+                         (needs ncu)
   input-data             the tuned template kernel and cuBLAS on random, constant and zero inputs
                          (no --dry)
 
@@ -40,7 +41,7 @@ from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_l
 
 import helpers
 from common import (MatmulCheck, Study, Variant, blockize_fragments, cli, dry_run, error_line, matmul_table,
-                    measure_matmuls, ncu_number, ncu_raw, notebook_template, tile_copy, under_ncu)
+                    measure_matmuls, ncu_number, ncu_raw, notebook_code, notebook_template, tile_copy, under_ncu)
 from helpers import MMA_STORE_PAIRS, bench
 from helpers.tuned import _as_module
 
@@ -463,11 +464,14 @@ def profiled() -> dict[str, Variant]:
         "tuned": Variant("06's tuned mma template (committed database)",
                          lambda: helpers.replay(helpers.database_dir("matmul_fp16_4096_mma_template"), func).sch,
                          SHAPE, ASYNC),
+        "wgmma": Variant("07's wgmma + TMA kernel (TIRx), 128x256, 4 stages, warp-specialized",
+                         lambda: notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "def hopper_matmul(").hopper_matmul(N, N, N),
+                         SHAPE, {}, "tirx", "sm_90a"),
     }
 
 
-KERNELS = ("wmma", "mma", "mma16", "tuned", "cublas")
-PROFILED_BY_DEFAULT = ("wmma", "mma16", "tuned", "cublas")
+KERNELS = ("wmma", "mma", "mma16", "tuned", "wgmma", "cublas")
+PROFILED_BY_DEFAULT = ("wmma", "mma16", "tuned", "wgmma", "cublas")
 
 
 def launch(args) -> int:
@@ -521,29 +525,23 @@ def _tflops(m: dict) -> str:
     return f"{FLOPS / ns / 1e3:.0f}" if ns else "-"
 
 
-def _tensor(m: dict, kind: str) -> str:
-    """Tensor-pipe figures ncu reports under names that differ by GPU: the largest of them."""
-    values = [(ncu_number(v), n) for n, (v, _) in m.items() if "tensor" in n and n.endswith(kind)]
-    values = [(x, n) for x, n in values if x is not None]
-    if not values:
-        return "-"
-    x, name = max(values)
-    return f"{x:,.{0 if kind == '.sum' else 1}f} ({name.split('__')[1].split('.')[0]})"
-
-
 PROFILE_ROWS = {  # row label: how to read it from one kernel's metrics
     "duration (us)": lambda m: _first(m, "gpu__time_duration.sum", scale=1e-3),
-    "TFLOP/s": lambda m: _tflops(m),
-    "SM clock (GHz)": lambda m: _first(m, "sm__cycles_elapsed.avg.per_second", scale=1e-9, fmt="{:.2f}"),
+    "TFLOP/s": _tflops,
+    "SM clock (GHz)": lambda m: _first(m, "smsp__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second",
+                                       "gpc__cycles_elapsed.avg.per_second", scale=1e-9, fmt="{:.2f}"),
     "grid x block": lambda m: f"{_first(m, 'launch__grid_size', fmt='{:.0f}')} x {_first(m, 'launch__block_size', fmt='{:.0f}')}",
     "registers / thread": lambda m: _first(m, "launch__registers_per_thread", fmt="{:.0f}"),
-    "shared memory / block (KB)": lambda m: _first(m, "launch__shared_mem_per_block_allocated",
-                                                   "launch__shared_mem_per_block_dynamic", scale=1 / 1024),
+    "shared memory / block (KB)": lambda m: _first(m, "launch__shared_mem_per_block_allocated", scale=1 / 1024),
     "achieved occupancy (% of 64 warps)": lambda m: _first(m, "sm__warps_active.avg.pct_of_peak_sustained_active"),
-    "tensor pipe busy (% of peak)": lambda m: _tensor(m, ".pct_of_peak_sustained_active"),
-    "tensor instructions": lambda m: _tensor(m, ".sum"),
-    "all instructions executed": lambda m: _first(m, "smsp__inst_executed.sum", "sm__inst_executed.sum", fmt="{:,.0f}"),
-    "issue slots busy (%)": lambda m: _first(m, "sm__inst_issued.avg.pct_of_peak_sustained_active"),
+    "tensor pipe busy (% of cycles)": lambda m: _first(m, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+    "HMMA (mma.sync, WMMA) issue rate (% of peak)":
+        lambda m: _first(m, "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"),
+    "HGMMA (wgmma) issue rate (% of peak)":
+        lambda m: _first(m, "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active"),
+    "instructions executed (millions)": lambda m: _first(m, "smsp__inst_executed.sum", "sm__inst_executed.sum", scale=1e-6),
+    "issue slots busy (%)": lambda m: _first(m, "sm__inst_issued.avg.pct_of_peak_sustained_active",
+                                             "smsp__issue_active.avg.pct_of_peak_sustained_active"),
     "warp cycles per issued instruction": lambda m: _first(m, "smsp__average_warp_latency_per_inst_issued.ratio"),
     "top stalls (cycles per instruction)": _stalls,
     "shared bank conflicts, loads": lambda m: _first(m, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
@@ -551,9 +549,11 @@ PROFILE_ROWS = {  # row label: how to read it from one kernel's metrics
     "shared bank conflicts, stores": lambda m: _first(m, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
                                                       fmt="{:,.0f}"),
     "L2 hit rate (%)": lambda m: _first(m, "lts__t_sector_hit_rate.pct"),
-    "DRAM throughput (% of peak)": lambda m: _first(m, "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+    "DRAM throughput (% of peak)": lambda m: _first(m, "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+                                                    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
 }
-MENTIONED = ("tensor", "bank_conflicts", "stalled", "hit_rate", "warps_active", "inst_executed_pipe", "launch__")
+MENTIONED = ("tensor", "gmma", "bank_conflicts", "stalled", "hit_rate", "warps_active", "inst_executed", "inst_issued",
+             "issue_active", "cycles_elapsed.avg", "dram__throughput", "duration", "launch__")
 
 
 def profile(args) -> int:
@@ -652,7 +652,7 @@ STUDIES = {
     "mma-peak": Study(mma_peak, "the ceiling of mma.sync m16n8k16 and m16n8k8 on registers alone",
                       dry=False, needs=("cupy",)),
     "profile": Study(profile, "Nsight Compute side by side: 05's structure, the best mma.sync kernel, 06's "
-                     "tuned kernel and cuBLAS",
+                     "tuned kernel, 07's wgmma kernel and cuBLAS",
                      needs=("ncu",), arguments=((("kernel",), dict(nargs="*", type=kernel_name, metavar="KERNEL",
                                                                  help=f"of {', '.join(KERNELS)} (default: {', '.join(PROFILED_BY_DEFAULT)})")),)),
     "launch": Study(launch, "(run by profile under ncu) build, check and launch one kernel", dry=False, needs=("torch",),

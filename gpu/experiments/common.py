@@ -171,19 +171,21 @@ def ncu_number(value: str) -> float | None:
 @dataclasses.dataclass
 class Variant:
     """One schedule in a study's table: `make()` returns its Schedule (or IRModule), built under
-    the compiler options `pass_config` through the TIR pipeline named `pipeline`."""
+    the compiler options `pass_config` through the TIR pipeline named `pipeline`, for `arch` when
+    the kernel exists on one target only (a Hopper kernel: "sm_90a"), else for the target given."""
 
     name: str
     make: Callable[[], object]
     shape: tuple[int, ...] = ()
     pass_config: dict = dataclasses.field(default_factory=dict)
     pipeline: str = "default"
+    arch: str | None = None
 
     def build(self, target=None):
-        """The schedule and its executable for `target` (default: this GPU)."""
+        """The schedule and its executable for `arch`, else `target` (default: this GPU)."""
         sch = self.make()
         with tvm.transform.PassContext(config=self.pass_config):
-            return sch, helpers.build(sch, target, tir_pipeline=self.pipeline)
+            return sch, helpers.build(sch, self.arch or target, tir_pipeline=self.pipeline)
 
     def label(self, with_shape: bool) -> str:
         return f"{self.name} {'x'.join(map(str, self.shape))}" if with_shape else self.name
@@ -191,7 +193,8 @@ class Variant:
 
 # the instructions the studies vary, as the kernels' CUDA spells them (cp.async through TVM's helpers)
 CUDA_FEATURES = {"wmma": ("wmma::",), "mma.sync": ("mma.sync",), "ldmatrix": ("ldmatrix",),
-                 "cp.async": ("cp.async", "cp_async")}
+                 "cp.async": ("cp.async.c", "cp_async_legacy", "cp_async_wait"), "wgmma": ("mma_async",),  # TIRx calls PTX helpers
+                 "TMA": ("cp_async_bulk_tensor",)}  # named after their instruction: tvm_builtin_ptx_...
 
 
 def describe_cuda(src: str) -> str:
@@ -374,6 +377,16 @@ def notebook_functions(notebook: str, names: set[str]):
         chunks += [ast.get_source_segment(src, node) for node in tree.body
                    if isinstance(node, ast.FunctionDef) and node.name in names]
     return import_code("\n\n\n".join(chunks), f"{notebook}_functions")
+
+
+def notebook_code(notebook: str, *markers: str):
+    """A module of the notebook's code cells that hold any of `markers` (e.g. "def hopper_matmul("),
+    run together in notebook order: a kernel a notebook writes, for an experiment to measure."""
+    found = [c for c in code_cells(notebook) if any(m in c for m in markers)]
+    missing = [m for m in markers if not any(m in c for c in found)]
+    if missing:
+        raise LookupError(f"notebook {notebook} has no code cell holding {', '.join(map(repr, missing))}")
+    return import_code("\n\n\n".join(found), f"{notebook}_code")
 
 
 def notebook_template(name: str, edits: dict | None = None):

@@ -1,0 +1,164 @@
+"""Hopper's own matrix path from TVM 0.27's TIRx: wgmma (warpgroup MMA) fed by TMA (bulk tensor
+copies completing on mbarriers), for notebook 06's fp16 workload (C = A @ B at 4096^3, fp16 A and
+B with B stored K x N, fp32 C).
+
+    python gpu/experiments/07_hopper.py STUDY           # on a GPU
+    python gpu/experiments/07_hopper.py STUDY --dry     # no GPU: build each variant for sm_90a
+
+The mma.sync kernels of 06_fp16.py stop near 55% of cuBLAS: Hopper's tensor cores are fed at
+full speed only by `wgmma`, which TensorIR's schedules cannot emit but TIRx, TVM's lower-level
+dialect, writes as PTX (`T.ptx[...]`). Notebook 07 writes the kernel instruction by instruction
+(this script runs its cells):
+
+  * a block computes 128 x BN of C, k in steps of 64 halves (128 bytes: one 128-byte swizzle row);
+  * one thread copies each k step's A tile (128 x 64) and B tile (64 x BN, as BN/64 boxes of
+    64 x 64) into a ring of shared-memory stages with TMA, 128-byte swizzled, as wgmma reads them;
+  * two consumer warpgroups each multiply 64 rows of the A tile by the whole B tile with four
+    `wgmma.m64nBNk16` per stage, accumulating in registers, then store C straight from them.
+
+The studies:
+
+  wgmma   every variant built for sm_90a; on the GPU each is checked against float64 and timed
+          beside cuBLAS fp16 in the same run. --dry prints, per variant, the build time, the CUDA's
+          length and, from the machine code (needs cuobjdump and nvdisasm), its HGMMA and UTMALDG
+          instructions, registers per thread and local-memory (spill) instructions
+  repro   the one TIRx construct these kernels wanted and 0.27 cannot compile: wgmma's register
+          fence `T.cuda.wgmma.noop_barrier` on an accumulator (`repro --dry` needs no GPU)
+
+The variants are built for sm_90a whatever GPU runs them (wgmma and setmaxnreg exist only there;
+the local GPU's own target, sm_90, rejects them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+import helpers
+from common import ONLY, MatmulCheck, Study, Variant, cli, error_line, matmul_table, measure_matmuls, notebook_code
+
+N = 4096
+SHAPE = (N, N, N)
+FLOPS = 2.0 * N**3
+
+# The kernel is notebook 07's: its cells of constants and `hopper_matmul`, run as a module.
+NOTEBOOK = notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "def hopper_matmul(")
+hopper_matmul, shared_bytes = NOTEBOOK.hopper_matmul, NOTEBOOK.shared_bytes
+
+
+# (block_n, stages, specialized); 4 stages of 128 x 256 fill 192 KB of the 227 KB a block may have
+KERNELS = {
+    "specialized, 128x256, 4 stages": (256, 4, True),
+    "specialized, 128x128, 6 stages": (128, 6, True),
+    "specialized, 128x128, 4 stages": (128, 4, True),
+    "not specialized, 128x256, 4 stages": (256, 4, False),
+    "not specialized, 128x128, 6 stages": (128, 6, False),
+}
+
+
+def variants() -> list[Variant]:
+    return [Variant(name, functools.partial(hopper_matmul, N, N, N, *args), SHAPE, {}, "tirx", "sm_90a")
+            for name, args in KERNELS.items()]
+
+
+# ------------------------------------------------------------------ machine code
+
+
+@dataclasses.dataclass
+class Sass:
+    """What the machine code of a kernel shows: instruction counts, registers, local memory."""
+
+    counts: dict
+    registers: int
+    local_bytes: int
+
+    def __str__(self) -> str:
+        spills = self.counts["LDL"] + self.counts["STL"]
+        return (f"{self.counts['HGMMA']} HGMMA, {self.counts['UTMALDG']} UTMALDG, {self.registers} registers, "
+                + (f"SPILLS ({spills} LDL/STL, {self.local_bytes} B local)" if spills or self.local_bytes
+                   else "no spills"))
+
+
+def sass_of(source: str) -> Sass | str:
+    """Compile the CUDA to an sm_90a cubin with NVRTC, as TVM does on a GPU, and read it with
+    cuobjdump (which needs nvdisasm beside it); a sentence instead when those are missing."""
+    from tvm.support import nvcc
+
+    if not (shutil.which("cuobjdump") and shutil.which("nvdisasm")):
+        return "no cuobjdump and nvdisasm here to read the machine code"
+    cubin = nvcc.compile_cuda(source, target_format="cubin", arch="sm_90a", compiler="nvrtc")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "kernel.cubin"
+        path.write_bytes(cubin)
+        sass = subprocess.run(["cuobjdump", "-sass", str(path)], capture_output=True, text=True, check=True).stdout
+        usage = subprocess.run(["cuobjdump", "-res-usage", str(path)], capture_output=True, text=True,
+                               check=True).stdout
+    counts = {op: len(re.findall(rf"\b{op}\b", sass)) for op in ("HGMMA", "UTMALDG", "LDL", "STL")}
+    registers = re.search(r"REG:(\d+)", usage)
+    local = re.search(r"LOCAL:(\d+)", usage)
+    return Sass(counts, int(registers.group(1)) if registers else -1, int(local.group(1)) if local else -1)
+
+
+def dry_run(vs: list[Variant]) -> int:
+    """Build every variant for sm_90a and look at its machine code; exit status 1 if any failed."""
+    failed = 0
+    width = max(len(v.name) for v in vs)
+    for v in vs:
+        t = time.time()
+        try:
+            _, ex = v.build()
+            src = ex.mod.imports[0].inspect_source()
+            kernel = src[src.find('extern "C" __global__'):]
+            built = time.time() - t
+            note = (f"built in {built:.1f} s, {len(kernel.splitlines())} lines of CUDA, "
+                    f"{shared_bytes(*KERNELS[v.name][:2]) / 1024:.0f} KB shared; {sass_of(src)}")
+        except Exception as err:  # noqa: BLE001 (report it, build the rest)
+            failed += 1
+            note = f"FAILED {error_line(err)}"
+        print(f"{v.name:{width}s}  {note}", flush=True)
+    print(f"dry run: {len(vs) - failed} of {len(vs)} variants built for sm_90a, {failed} failed")
+    return 1 if failed else 0
+
+
+# ------------------------------------------------------------------ the studies
+
+
+def wgmma(args) -> int:
+    vs = [v for v in variants() if not args.only or args.only in v.name]
+    if args.dry:
+        return dry_run(vs)
+    blas = helpers.cublas_time(N, N, N, "float16")
+    print(f"{helpers.local_gpu_spec().name}: cuBLAS float16 {blas:.4f} ms, {FLOPS / blas / 1e9:,.1f} TFLOP/s", flush=True)
+    results = measure_matmuls(vs, lambda shape: MatmulCheck(shape, "float16", False, "float64"), 1e-3,
+                              lambda _: dict(repeat=30))
+    print(matmul_table(results, {SHAPE: blas}))
+    return 0
+
+
+def repro(_args) -> int:
+    """CUTLASS fences its accumulators (`warpgroup_fence_operand`: an empty asm that reads and
+    writes the register) so that the compiler keeps their other uses on their side of wgmma.fence
+    and wait_group. TIRx 0.27 has the intrinsic, `T.cuda.wgmma.noop_barrier(reg)`, but its code
+    generator reads `reg.dtype`, which a register load (TensorLoad) does not have, so the kernels
+    go without: nvcc cannot move a global store of an accumulator above `wgmma.wait_group`, an
+    asm statement that clobbers memory, and ptxas tracks wgmma's registers itself. Notebook 07's
+    cell defining `fenced` is the smallest function that shows it; run, it prints what happens."""
+    notebook_code("07_hopper_wgmma_tma", "def fenced(")
+    return 0
+
+
+STUDIES = {
+    "wgmma": Study(wgmma, "wgmma fed by TMA, warp-specialized or not, at two block shapes", arguments=(ONLY,)),
+    "repro": Study(repro, "what TIRx 0.27 cannot compile: wgmma.noop_barrier on an accumulator", needs=()),
+}
+
+if __name__ == "__main__":
+    sys.exit(cli(__file__, __doc__, STUDIES))
