@@ -40,8 +40,8 @@ import tvm
 from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_ldmatrix_32x8_layout
 
 import helpers
-from common import (MatmulCheck, Study, Variant, blockize_fragments, cli, dry_run, error_line, matmul_table,
-                    measure_matmuls, ncu_number, ncu_raw, notebook_code, notebook_template, tile_copy, under_ncu)
+from common import (Study, Variant, blockize_fragments, cli, dry_run, error_line, fp16_matmuls_beside_cublas, ncu_number,
+                    ncu_raw, notebook_code, notebook_template, tile_copy, under_ncu)
 from helpers import MMA_STORE_PAIRS, bench
 from helpers.tuned import _as_module
 
@@ -346,14 +346,7 @@ def table(rows: dict) -> list[Variant]:
 
 def compare(variants: list[Variant], dry: bool) -> int:
     """Build every variant; on the GPU check each against a float64 reference and time it beside cuBLAS."""
-    if dry:
-        return dry_run(variants)
-    blas = helpers.cublas_time(N, N, N, "float16")
-    print(f"{helpers.local_gpu_spec().name}: cuBLAS float16 {blas:.4f} ms, {FLOPS / blas / 1e9:,.1f} TFLOP/s", flush=True)
-    results = measure_matmuls(variants, lambda shape: MatmulCheck(shape, "float16", False, "float64"), 1e-3,
-                              lambda _: dict(repeat=30))
-    print(matmul_table(results, {SHAPE: blas}))
-    return 0
+    return dry_run(variants) if dry else fp16_matmuls_beside_cublas(variants, N)
 
 
 def pipeline_depth(args) -> int:

@@ -43,11 +43,10 @@ from pathlib import Path
 
 
 import helpers
-from common import ONLY, MatmulCheck, Study, Variant, cli, error_line, matmul_table, measure_matmuls, notebook_code
+from common import ONLY, Study, Variant, cli, error_line, fp16_matmuls_beside_cublas, notebook_code
 
 N = 4096
 SHAPE = (N, N, N)
-FLOPS = 2.0 * N**3
 
 # The kernel is notebook 07's: its cells of constants and `hopper_matmul`, run as a module.
 NOTEBOOK = notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "def hopper_matmul(")
@@ -133,14 +132,7 @@ def dry_run(vs: list[Variant]) -> int:
 
 def wgmma(args) -> int:
     vs = [v for v in variants() if not args.only or args.only in v.name]
-    if args.dry:
-        return dry_run(vs)
-    blas = helpers.cublas_time(N, N, N, "float16")
-    print(f"{helpers.local_gpu_spec().name}: cuBLAS float16 {blas:.4f} ms, {FLOPS / blas / 1e9:,.1f} TFLOP/s", flush=True)
-    results = measure_matmuls(vs, lambda shape: MatmulCheck(shape, "float16", False, "float64"), 1e-3,
-                              lambda _: dict(repeat=30))
-    print(matmul_table(results, {SHAPE: blas}))
-    return 0
+    return dry_run(vs) if args.dry else fp16_matmuls_beside_cublas(vs, N)
 
 
 def repro(_args) -> int:

@@ -329,6 +329,18 @@ def matmul_table(results: list[Measured], baseline_ms: dict) -> str:
     return helpers.text_table(rows) + (f"\n{skipped} variants skipped for time" if skipped else "")
 
 
+def fp16_matmuls_beside_cublas(variants: list[Variant], n: int) -> int:
+    """On this GPU: cuBLAS fp16 at n^3, then every variant checked against float64 (relative error
+    within 1e-3) and timed, in one table with each as a percentage of that cuBLAS time."""
+    blas = helpers.cublas_time(n, n, n, "float16")
+    print(f"{helpers.local_gpu_spec().name}: cuBLAS float16 {blas:.4f} ms, {2.0 * n**3 / blas / 1e9:,.1f} TFLOP/s",
+          flush=True)
+    results = measure_matmuls(variants, lambda shape: MatmulCheck(shape, "float16", False, "float64"), 1e-3,
+                              lambda _: dict(repeat=30))
+    print(matmul_table(results, {(n, n, n): blas}))
+    return 0
+
+
 def print_ptxas(results: list[Measured], count: int, title: str = "the fastest variants") -> None:
     """What ptxas made of the `count` fastest variants (registers, shared memory, spills); needs nvcc."""
     fastest = sorted((r for r in results if r.ms), key=lambda r: r.ms)[:count]
