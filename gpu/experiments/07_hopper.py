@@ -132,6 +132,9 @@ def dry_run(vs: list[Variant]) -> int:
 
 def wgmma(args) -> int:
     vs = [v for v in variants() if not args.only or args.only in v.name]
+    if not vs:
+        print(f"no variant's name contains {args.only!r}: {', '.join(KERNELS)}", file=sys.stderr)
+        return 2
     return dry_run(vs) if args.dry else fp16_matmuls_beside_cublas(vs, N)
 
 
