@@ -38,33 +38,23 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 
 import helpers
-from common import ONLY, Study, Variant, cli, error_line, fp16_matmuls_beside_cublas, notebook_code
+from common import ONLY, Study, Variant, cli, dry_run, fp16_matmuls_beside_cublas, notebook_code
 
 N = 4096
 SHAPE = (N, N, N)
 
-# The kernel is notebook 07's: its cells of constants and `hopper_matmul`, run as a module.
+# The kernel and the designs compared are notebook 07's: its cell of constants (VARIANTS: name ->
+# block_n, stages, specialized) and its `hopper_matmul`, run as a module.
 NOTEBOOK = notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "def hopper_matmul(")
-hopper_matmul, shared_bytes = NOTEBOOK.hopper_matmul, NOTEBOOK.shared_bytes
-
-
-# (block_n, stages, specialized); 4 stages of 128 x 256 fill 192 KB of the 227 KB a block may have
-KERNELS = {
-    "specialized, 128x256, 4 stages": (256, 4, True),
-    "specialized, 128x128, 6 stages": (128, 6, True),
-    "specialized, 128x128, 4 stages": (128, 4, True),
-    "not specialized, 128x256, 4 stages": (256, 4, False),
-    "not specialized, 128x128, 6 stages": (128, 6, False),
-}
+KERNELS = NOTEBOOK.VARIANTS
 
 
 def variants() -> list[Variant]:
-    return [Variant(name, functools.partial(hopper_matmul, N, N, N, *args), SHAPE, {}, "tirx", "sm_90a")
+    return [Variant(name, functools.partial(NOTEBOOK.hopper_matmul, N, N, N, *args), SHAPE, {}, "tirx", "sm_90a")
             for name, args in KERNELS.items()]
 
 
@@ -106,25 +96,9 @@ def sass_of(source: str) -> Sass | str:
     return Sass(counts, int(registers.group(1)) if registers else -1, int(local.group(1)) if local else -1)
 
 
-def dry_run(vs: list[Variant]) -> int:
-    """Build every variant for sm_90a and look at its machine code; exit status 1 if any failed."""
-    failed = 0
-    width = max(len(v.name) for v in vs)
-    for v in vs:
-        t = time.time()
-        try:
-            _, ex = v.build()
-            src = ex.mod.imports[0].inspect_source()
-            kernel = src[src.find('extern "C" __global__'):]
-            built = time.time() - t
-            note = (f"built in {built:.1f} s, {len(kernel.splitlines())} lines of CUDA, "
-                    f"{shared_bytes(*KERNELS[v.name][:2]) / 1024:.0f} KB shared; {sass_of(src)}")
-        except Exception as err:  # noqa: BLE001 (report it, build the rest)
-            failed += 1
-            note = f"FAILED {error_line(err)}"
-        print(f"{v.name:{width}s}  {note}", flush=True)
-    print(f"dry run: {len(vs) - failed} of {len(vs)} variants built for sm_90a, {failed} failed")
-    return 1 if failed else 0
+def shared_and_sass(v: Variant, source: str) -> str:
+    """A dry run's extra words on a variant: its shared memory and what its machine code holds."""
+    return f"{NOTEBOOK.shared_bytes(*KERNELS[v.name][:2]) / 1024:.0f} KB shared; {sass_of(source)}"
 
 
 # ------------------------------------------------------------------ the studies
@@ -135,7 +109,7 @@ def wgmma(args) -> int:
     if not vs:
         print(f"no variant's name contains {args.only!r}: {', '.join(KERNELS)}", file=sys.stderr)
         return 2
-    return dry_run(vs) if args.dry else fp16_matmuls_beside_cublas(vs, N)
+    return dry_run(vs, shared_and_sass) if args.dry else fp16_matmuls_beside_cublas(vs, N)
 
 
 def repro(_args) -> int:

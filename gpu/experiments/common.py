@@ -216,9 +216,10 @@ def only(variants: list[Variant], substring: str | None) -> list[Variant]:
 ONLY = (("--only",), dict(metavar="TEXT", help="only the variants whose name contains TEXT"))
 
 
-def dry_run(variants: list[Variant]) -> int:
-    """Build every variant for sm_90 without a GPU: each schedule is valid and TVM can compile it.
-    One line per variant; exit status 1 if any failed."""
+def dry_run(variants: list[Variant], describe: Callable[[Variant, str], str] | None = None) -> int:
+    """Build every variant for sm_90 (or its own `arch`) without a GPU: each schedule is valid and
+    TVM can compile it. One line per variant, which `describe(variant, cuda)` may extend (say,
+    with what the machine code holds); exit status 1 if any failed."""
     t0, failed = time.time(), 0
     with_shape = several_shapes(variants)
     width = max((len(v.label(with_shape)) for v in variants), default=0)
@@ -226,7 +227,10 @@ def dry_run(variants: list[Variant]) -> int:
         t = time.time()
         try:
             _, ex = v.build(helpers.listing_target())
-            note = f"built in {time.time() - t:.1f} s, {describe_cuda(ex.mod.imports[0].inspect_source())}"
+            source = ex.mod.imports[0].inspect_source()
+            note = f"built in {time.time() - t:.1f} s, {describe_cuda(source)}"
+            if describe:
+                note += f"; {describe(v, source)}"
         except Exception as err:  # noqa: BLE001 (report it, build the rest)
             failed += 1
             note = f"FAILED {error_line(err)}"
