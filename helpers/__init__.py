@@ -4,17 +4,49 @@ charts and tuning. Schedules are the lesson, so they live in the notebooks, neve
     import helpers
     nb = helpers.start("01_vector_add")      # prints the environment banner
     m = nb.measure("vector add", sch, [a, b, c], a + b, bytes=3 * a.nbytes)
+
+`import helpers` must take a second or two, because it is a notebook's first cell: it loads only
+what every notebook needs (environment, build, check and time, records). Charts (matplotlib),
+tuning (MetaSchedule) and the tensor intrinsics load on first use, e.g. `helpers.roofline(...)`.
+The intrinsics are the slow part: registering them imports `tvm.s_tir.tensor_intrin`, which
+builds every tensor intrinsic TVM has for every backend (half a minute on a 2-core machine), so
+only the notebooks that tensorize pay for it, in the cell that needs them.
 """
+
+import importlib
 
 from .bench import (Measurement, Session, WrongResult, check_args, cublas_time, recorded_measurements, relative_error,
                     run, start, time_function)
 from .env import (DEFAULT_ARCH, GpuSpec, arch_constants, device, dram_gbps, gpu_available, listing_target,
                   local_gpu_spec, make_target, require_tensor_cores)
-from .intrinsics import MMA_STORE_PAIRS, mma_store_pairs
 from .kernels import build, cuda_listing, cuda_source, nvcc_path, occupancy, ptx, ptxas_report, require_divides
-from .plots import heatmap, roofline, sweep, table, text_table, versus_baseline
 from .records import RecordError
-from .tuned import TunedKernel, database_dir, open_database, replay, top_kernels
-from .tuning import Samples, TuningRun, candidate_features, design_spaces, make_space, matmul_workload, sample_candidates, tune
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+#: What loads on first use, by module: the name a notebook uses -> the module that defines it.
+_LAZY = {
+    "intrinsics": ("MMA_STORE_PAIRS", "mma_store_pairs"),
+    "plots": ("heatmap", "roofline", "sweep", "table", "text_table", "versus_baseline"),
+    "tuned": ("TunedKernel", "database_dir", "open_database", "replay", "top_kernels"),
+    "tuning": ("Samples", "TuningRun", "candidate_features", "design_spaces", "make_space", "matmul_workload",
+               "sample_candidates", "tune"),
+}
+_HOME = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str):
+    """Load a lazily imported name (PEP 562), or the submodule of that name, on first use."""
+    if name in _HOME:
+        value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+    elif name in _LAZY or name == "tuning_log":
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module 'helpers' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+__all__ = sorted([name for name in dir() if not name.startswith("_") and name != "importlib"] + list(_HOME))
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_HOME))

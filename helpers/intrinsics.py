@@ -2,7 +2,12 @@
 
 It lives here, not in a notebook, because a tuned trace names its intrinsics: every process that
 replays notebook 06's `fp16_mma_template` database (the notebook, `06_tune.py`, the tests) must
-have it registered, and importing `helpers` registers it.
+have it registered. The first use of `helpers.MMA_STORE_PAIRS`, or opening a database whose
+traces tensorize, imports this module and so registers it.
+
+Importing it takes a while (about half a minute on a 2-core machine, a minute on the GPU
+machine): `tvm.s_tir.tensor_intrin.cuda`, which it needs, registers every tensor intrinsic TVM
+has, for every backend. That is why `import helpers` does not import it.
 """
 
 from __future__ import annotations

@@ -113,8 +113,8 @@ def open_database(path) -> ms.database.JSONDatabase:
         raise FileNotFoundError(f"the directory {path} lacks {' and '.join(missing)}: it is not a MetaSchedule "
                                 "JSON database")
     if '"Tensorize"' in (path / RECORD_FILE).read_text():
-        # traces that tensorize name TVM's tensor intrinsics, which must be registered first
-        import tvm.s_tir.tensor_intrin.cuda  # noqa: F401
+        # traces that tensorize name tensor intrinsics (TVM's and the course's), registered first
+        from . import intrinsics  # noqa: F401
     return ms.database.JSONDatabase(path_workload=str(path / WORKLOAD_FILE),
                                     path_tuning_record=str(path / RECORD_FILE), allow_missing=False)
 

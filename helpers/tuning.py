@@ -123,7 +123,7 @@ def make_space(space="cuda"):
                                              mutator_probs="from-target")
     if space in ("cuda", "llvm"):
         return ms.space_generator.PostOrderApply(sch_rules=space, postprocs=space, mutator_probs=space)
-    import tvm.s_tir.tensor_intrin.cuda  # noqa: F401  (registers the WMMA / mma intrinsics)
+    from . import intrinsics  # noqa: F401  (registers the WMMA / mma intrinsics, TVM's and the course's)
 
     tc = "cuda-tensorcore"
     if space == tc:
