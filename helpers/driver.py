@@ -7,7 +7,8 @@ these is missing TVM does not fail: it quietly sees no GPU. A machine with a CUD
 or none at all (a fresh virtual environment) would then run the course as if it had no GPU.
 
 requirements.txt therefore installs the CUDA 13 runtime, NVRTC and headers as NVIDIA's own wheels,
-and `use_cuda_wheels()` (run when `helpers` is imported) points TVM at them. `driver_problem()`
+and `use_cuda_wheels()` (run when `helpers` is imported) points TVM at them. On Colab only the
+runtime is installed (requirements-colab.txt): NVRTC and headers are Colab's own CUDA 12. `driver_problem()`
 turns "TVM sees no GPU but the driver sees one" into one sentence that says why.
 """
 
@@ -25,14 +26,29 @@ MIN_DRIVER = "580.65.06"
 
 
 def cuda_wheel_root() -> Path | None:
-    """The folder of NVIDIA's CUDA 13 wheels (nvidia-cuda-runtime, -nvrtc, -cccl, -crt), if installed."""
+    """The folder of NVIDIA's CUDA 13 wheels (nvidia/cu13/), if nvidia-cuda-runtime is installed."""
     spec = importlib.util.find_spec("nvidia")
     for base in (spec.submodule_search_locations or []) if spec else []:
         root = Path(base) / "cu13"
-        headers = [root / "include" / h for h in ("cuda_runtime.h", "crt/mma.h", "cccl/cuda/std/cstdint")]
-        if all(h.exists() for h in headers):  # the runtime, crt and cccl wheels: all NVRTC needs
+        if (root / "lib" / "libcudart.so.13").exists():
             return root
     return None
+
+
+def nvrtc_headers_from_wheels(root: Path | None) -> bool:
+    """Whether TVM should compile with the wheels' CUDA 13 headers: only when they are all there (the
+    runtime, crt and cccl wheels) and NVRTC is CUDA 13's too (cuda-bindings 13, as requirements.txt
+    installs). Colab keeps its cuda-bindings 12.9, whose NVRTC 12 goes with Colab's own CUDA 12
+    toolkit, which TVM finds by itself (through `nvcc` on the PATH)."""
+    from importlib import metadata
+
+    headers = ("cuda_runtime.h", "crt/mma.h", "cccl/cuda/std/cstdint")
+    if root is None or not all((root / "include" / h).exists() for h in headers):
+        return False
+    try:
+        return metadata.version("cuda-bindings").split(".")[0] == "13"
+    except metadata.PackageNotFoundError:
+        return False
 
 
 def use_cuda_wheels() -> bool:
@@ -43,7 +59,7 @@ def use_cuda_wheels() -> bool:
     from tvm_ffi.libinfo import load_lib_ctypes
 
     root = cuda_wheel_root()
-    if root is not None:
+    if nvrtc_headers_from_wheels(root):
         os.environ.setdefault("CUDA_PATH", str(root))
         if os.environ["CUDA_PATH"] == str(root):
             cccl = f"-I{root / 'include' / 'cccl'}"
