@@ -169,17 +169,17 @@ def test_colab_runtime_simulated(tmp_path, monkeypatch):
                        resources={"metadata": {"path": str(content)}}).execute()
         setup = next(c for c in nb.cells if colab.SETUP_TAG in c.metadata.get("tags", []))
         setup_lines.append("".join(o.get("text", "") for o in setup.outputs).strip())
-    print("\n".join(setup_lines))  # what a student sees, and how long it took (pytest -rP shows it)
-    assert setup_lines[0].startswith(f"Colab: fetched {content / 'course'}; installed apache-tvm, apache-tvm-ffi, "
-                                     "nvidia-cuda-runtime in "), setup_lines[0]
-    assert setup_lines[1].startswith(f"Colab: reused {content / 'course'}; packages already there;"), setup_lines[1]
-
     broken_after, freeze_after = _colab_checks(python)
     assert broken_after <= broken_before, f"the install broke: {broken_after - broken_before}"
     colab_pins = {_canonical(line.split("#")[0]) for line in packages.read_text().splitlines()} - {""}
     assert colab_pins <= _canonical_lines(freeze_before), "the simulated runtime lacks Colab's versions"
     changed = _canonical_lines(freeze_before) - _canonical_lines(freeze_after)
     assert not changed, f"the install changed packages Colab had: {sorted(changed)}"
+
+    print("\n".join(setup_lines))  # what a student sees, and how long it took (pytest -rP shows it)
+    assert setup_lines[0].startswith(f"Colab: fetched {content / 'course'}; installed apache-tvm, apache-tvm-ffi, "
+                                     "nvidia-cuda-runtime in "), setup_lines[0]
+    assert setup_lines[1].startswith(f"Colab: reused {content / 'course'}; packages already there;"), setup_lines[1]
 
 
 def _canonical(requirement: str) -> str:
