@@ -38,14 +38,16 @@ NO_BADGE = ("*Open in Colab: not yet. The course has no public repository yet, s
 SETUP_CELL = '''\
 # Sets this notebook up on Colab: fetches the course, installs what Colab lacks, moves into notebooks/.
 # Anywhere else it does nothing. (Written by `python -m helpers.colab` from pyproject.toml.)
-import importlib.util, os, subprocess, sys, time
+import os, subprocess, sys, time
 REPOSITORY = {repository!r}
-if importlib.util.find_spec("google.colab") is None:
+try:
+    import google.colab  # Colab's own package, found on Colab alone
+except ImportError:
     print("Not on Colab: nothing to set up.")
-elif REPOSITORY is None:
-    raise RuntimeError("This copy of the course names no repository to fetch (it is not published yet): "
-                       "run it on your own machine, as the README says.")
 else:
+    if REPOSITORY is None:
+        raise RuntimeError("This copy of the course names no repository to fetch (it is not published yet): "
+                           "run it on your own machine, as the README says.")
     started = time.time()
     root = os.environ.setdefault("COURSE_ROOT", os.path.abspath(REPOSITORY.rstrip("/").split("/")[-1]))
     fetched = not os.path.isdir(root)
