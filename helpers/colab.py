@@ -118,7 +118,7 @@ def _setup_cell():
 
 def apply(nb: dict, name: str, repository: str | None) -> dict:
     """`nb` (a notebook as JSON) with its badge and setup cell made from `repository`. The setup cell is
-    the first code cell, tagged `colab-setup`; its stored output is the one line it prints off Colab."""
+    the first code cell, tagged `colab-setup`, stored without output."""
     cells = nb["cells"]
     first = cells[0]
     assert first["cell_type"] == "markdown", f"{name}: the first cell must be the title (markdown)"
@@ -129,15 +129,8 @@ def apply(nb: dict, name: str, repository: str | None) -> dict:
         cells.insert(next(i for i, c in enumerate(cells) if c["cell_type"] == "code"), cell)
     cell["id"] = SETUP_TAG  # a fixed id: regenerating, or merging two branches, finds the same cell
     cell["source"] = setup_source(repository)
-    cell["outputs"] = [_stdout("Not on Colab: nothing to set up.\n")]
-    cell["execution_count"] = None
+    cell["outputs"], cell["execution_count"] = [], None  # stored unrun: what it prints depends on the machine
     return nb
-
-
-def _stdout(text: str):
-    import nbformat
-
-    return nbformat.v4.new_output("stream", name="stdout", text=text)
 
 
 def _read(path: Path):

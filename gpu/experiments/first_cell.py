@@ -1,9 +1,9 @@
 """How long a student waits for a notebook's first cells: the setup cell, the imports and
 `helpers.start(...)`, each run in a fresh Python process, as a new notebook kernel runs them.
 
-    python gpu/first_cell.py                         # this checkout: every notebook, 3 runs each
-    python gpu/first_cell.py 00 05 --repeat 1        # some notebooks, one run each
-    python gpu/first_cell.py --tree /path/to/old     # another checkout's helpers, for a before/after
+    python gpu/experiments/first_cell.py                    # this checkout: every notebook, 3 runs each
+    python gpu/experiments/first_cell.py 00 05 --repeat 1   # some notebooks, one run each
+    python gpu/experiments/first_cell.py --tree ../old      # another checkout's helpers, for a before/after
 
 A benchmark to read, not a test: it prints one line per notebook (every run's seconds and their
 median, the first run being the coldest) under a header naming the machine, the date and TVM's
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parents[2]  # the checkout
 
 
 def first_cells(notebook: Path) -> str:
@@ -75,7 +75,7 @@ def machine() -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python gpu/first_cell.py", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python gpu/experiments/first_cell.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("notebooks", nargs="*", help="notebook numbers, e.g. 00 05 (default: all)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--tree", type=Path, default=HERE, help="the checkout whose helpers are imported")
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     now = datetime.datetime.now(datetime.timezone.utc)
     print(f"# {machine()}, {now:%Y-%m-%d %H:%M} UTC, apache-tvm {metadata.version('apache-tvm')}, "
           f"Python {platform.python_version()}; helpers from {args.tree}")
-    print(f"# python3 gpu/first_cell.py {' '.join(sys.argv[1:] if argv is None else argv)}")
+    print(f"# python3 gpu/experiments/first_cell.py {' '.join(sys.argv[1:] if argv is None else argv)}")
     print(f"{'notebook':32} {'runs (s)':>24} {'median':>7}")
     for path in paths:
         code = first_cells(path)
