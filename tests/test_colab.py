@@ -165,10 +165,13 @@ def test_colab_runtime_simulated(tmp_path, monkeypatch):
         nb = colab.apply(nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4), name, f"file://{remote}")
         for cell in (c for c in nb.cells if c.cell_type == "code"):
             cell.outputs, cell.execution_count = [], None
+        nb.cells.append(nbformat.v4.new_code_cell("import os, helpers; print(os.getcwd()); print(helpers.__file__)"))
         NotebookClient(nb, kernel_name="colab-sim", timeout=1200, startup_timeout=600,
                        resources={"metadata": {"path": str(content)}}).execute()
         setup = next(c for c in nb.cells if colab.SETUP_TAG in c.metadata.get("tags", []))
         setup_lines.append("".join(o.get("text", "") for o in setup.outputs).strip())
+        where = "".join(o.get("text", "") for o in nb.cells[-1].outputs).split()
+        assert where == [str(content / "course" / "notebooks"), str(content / "course" / "helpers" / "__init__.py")]
     broken_after, freeze_after = _colab_checks(python)
     assert broken_after <= broken_before, f"the install broke: {broken_after - broken_before}"
     colab_pins = {_canonical(line.split("#")[0]) for line in packages.read_text().splitlines()} - {""}
