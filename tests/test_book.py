@@ -10,6 +10,7 @@ Playwright's client (no browser download); without /usr/bin/chromium the test is
 from __future__ import annotations
 
 import functools
+import importlib.util
 import html.parser
 import http.server
 import os
@@ -90,6 +91,23 @@ def broken_links(site: Path) -> list[str]:
             elif parts.fragment and target in refs and unquote(parts.fragment) not in refs[target].ids:
                 broken.append(f"{page.relative_to(site)}: {href} (no such anchor)")
     return broken
+
+
+def _conf():
+    spec = importlib.util.spec_from_file_location("book_conf", ROOT / "docs" / "conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    return conf
+
+
+def test_colab_links_come_from_the_repository_url_or_not_at_all():
+    conf = _conf()
+    assert conf.colab_url("https://github.com/someone/course", "07_hopper_wgmma_tma") == \
+        "https://colab.research.google.com/github/someone/course/blob/main/notebooks/07_hopper_wgmma_tma.ipynb"
+    assert conf.colab_url(None, "07_hopper_wgmma_tma") is None  # no URL set: no link, never a made-up one
+    assert conf.colab_url("https://gitlab.com/someone/course", "x") is None  # Colab opens GitHub only
+    url = conf.repository_url()
+    assert url is None or url.startswith("https://")
 
 
 def test_every_internal_link_resolves(site):

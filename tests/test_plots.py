@@ -85,36 +85,44 @@ def _kernels(n, notebooks=("03_matmul_local_blocking", "04_matmul_shared_blockin
     return out
 
 
-def _each_chart():
-    """(kind, figure) for each chart kind, drawn with many points; closed once the caller is done."""
-    many = _kernels(60) + [dataclasses.replace(_m("cuBLAS float16 4096x4096x4096", 0.2, flops=2 * 4096**3,
+def _series():
+    return _kernels(60) + [dataclasses.replace(_m("cuBLAS float16 4096x4096x4096", 0.2, flops=2 * 4096**3,
                                                   bytes=3 * 2 * 4096**2), notebook="06_metaschedule_tuning")]
-    close = [dataclasses.replace(k, bytes=3 * 4 * 4096**2, ms=3.0 + 0.1 * i, notebook="04")
-             for i, k in enumerate(_kernels(5))]  # 04's roofline: long names on nearly one spot
-    yield "series roofline", helpers.roofline(H100, many, tensor_core=True,
-                                              measured_compute={"cuBLAS fp32": 51.5, "cuBLAS fp16": 685.1})
-    yield "04 roofline", helpers.roofline(H100, close, title="Shared-memory blocking",
-                                          measured_compute={"cuBLAS fp32": 52.0})
-    yield "versus baseline", helpers.versus_baseline(_kernels(24), _m("cuBLAS", 3.0, flops=2 * 4096**3),
-                                                     title="24 kernels against cuBLAS")
-    yield "sweep", helpers.sweep(list(range(16)), _kernels(16), xlabel="x", metric="tflops", ceiling=50,
-                                 title="A sweep of 16")
-    values = np.arange(48.0).reshape(6, 8)
-    yield "heatmap", helpers.heatmap(values, list(range(6)), list(range(8)), xlabel="x", ylabel="y",
-                                     title="A 6 x 8 sweep", source=_kernels(3))
 
 
-@pytest.mark.parametrize("kind", ["series roofline", "04 roofline", "versus baseline", "sweep", "heatmap"])
+def _one_spot():
+    """04's roofline: long names on nearly one spot."""
+    return [dataclasses.replace(k, bytes=3 * 4 * 4096**2, ms=3.0 + 0.1 * i, notebook="04")
+            for i, k in enumerate(_kernels(5))]
+
+
+# Each chart kind, drawn with many points.
+CHARTS = {
+    "series roofline": lambda: helpers.roofline(H100, _series(), tensor_core=True,
+                                                measured_compute={"cuBLAS fp32": 51.5, "cuBLAS fp16": 685.1}),
+    "04 roofline": lambda: helpers.roofline(H100, _one_spot(), title="Shared-memory blocking",
+                                            measured_compute={"cuBLAS fp32": 52.0}),
+    "versus baseline": lambda: helpers.versus_baseline(_kernels(24), _m("cuBLAS", 3.0, flops=2 * 4096**3),
+                                                       title="24 kernels against cuBLAS"),
+    "sweep": lambda: helpers.sweep(list(range(16)), _kernels(16), xlabel="x", metric="tflops", ceiling=50,
+                                   title="A sweep of 16"),
+    "heatmap": lambda: helpers.heatmap(np.arange(48.0).reshape(6, 8), list(range(6)), list(range(8)), xlabel="x",
+                                       ylabel="y", title="A 6 x 8 sweep", source=_kernels(3)),
+}
+
+
+@pytest.mark.parametrize("kind", list(CHARTS))
 def test_no_two_labels_overlap(kind):
-    charts = dict(_each_chart())
+    fig = CHARTS[kind]()
     try:
-        assert not overlapping_texts(charts[kind])
+        assert not overlapping_texts(fig)
     finally:
-        plt.close("all")
+        plt.close(fig)
 
 
 def test_every_chart_says_gpu_day_and_source_even_with_a_title():
-    for kind, fig in _each_chart():
+    for kind, draw in CHARTS.items():
+        fig = draw()
         title = fig.axes[0].get_title()
         assert "recorded on Test GPU, 2026-11-22" in title, (kind, title)
         plt.close(fig)
