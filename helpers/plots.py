@@ -14,19 +14,93 @@ from .env import GpuSpec
 
 
 def _source_note(points) -> str:
-    pts = [p for p in points if p.ok]
-    if not pts:
-        return ""
-    p = pts[0]
-    return f"live on {p.gpu}" if p.source == "live" else f"recorded on {p.gpu}, {p.date}"
+    """Where the numbers come from, e.g. "recorded on NVIDIA H100, 2026-11-20 to 2026-11-22" or
+    "live on NVIDIA H100, 2026-11-24": the GPU, the day(s), live or recorded, for every chart."""
+    where = {}
+    for p in points:
+        if p.ok:
+            where.setdefault((p.source, p.gpu), set()).add(p.date)
+    parts = []
+    for (source, gpu), dates in where.items():
+        days = sorted(d for d in dates if d)
+        when = "" if not days else f", {days[0]}" if len(days) == 1 else f", {days[0]} to {days[-1]}"
+        parts.append(f"{'live' if source == 'live' else 'recorded'} on {gpu}{when}")
+    return "; ".join(parts)
+
+
+def _title(ax, title: str | None, note: str) -> None:
+    """The chart's title with, under it, where its numbers come from (never one without the other)."""
+    text = "\n".join(t for t in (title, note and f"({note})") if t)
+    ax.set_title(text, fontsize=10)
+
+
+# Where a point's label may go, in points from the point (text centred vertically there): beside
+# it first, then further out, nearest first, the right side before the left.
+_OFFSETS = sorted(((dx, dy) for dx in (6, -6, 20, -20, 40, -40, 70, -70, 110, -110, 160, -160)
+                   for dy in range(-150, 151, 10)), key=lambda o: (abs(o[0]) / 2 + abs(o[1]), o[0] < 0, o[1]))
+
+
+def place_labels(ax, points, names, avoid=()) -> None:
+    """Write each name near its point where it overlaps no label already placed, no point, nor
+    the boxes in `avoid` (e.g. the legend), and stays inside the axes; away from its point, a thin
+    leader line joins them. Points are taken in the order given (the most important first)."""
+    from matplotlib.transforms import Bbox
+
+    renderer = ax.figure.canvas.get_renderer()
+    ax.set_xlim(ax.get_xlim())  # fix the view, so that data map to the pixels measured here
+    ax.set_ylim(ax.get_ylim())
+    inside = ax.get_window_extent(renderer)
+    scale = ax.figure.dpi / 72  # pixels per point
+    pixels = [ax.transData.transform(xy) for xy in points]
+    dot = 4 * scale
+    taken = list(avoid) + [Bbox.from_extents(px - dot, py - dot, px + dot, py + dot) for px, py in pixels]
+    for (px, py), xy, name in zip(pixels, points, names):
+        probe = ax.text(0, 0, name, fontsize=8)
+        box = probe.get_window_extent(renderer)
+        probe.remove()
+        w, h = box.width + 2, box.height + 2
+        for dx, dy in _OFFSETS:
+            x0 = px + dx * scale - (w if dx < 0 else 0)
+            y0 = py + dy * scale - h / 2
+            cand = Bbox.from_bounds(x0, y0, w, h)
+            if inside.contains(cand.x0, cand.y0) and inside.contains(cand.x1, cand.y1) and \
+                    not any(cand.overlaps(b) for b in taken):
+                near = abs(dx) <= 6 and abs(dy) <= 10
+                ax.annotate(name, xy, textcoords="offset points", xytext=(dx, dy), fontsize=8, va="center",
+                            ha="right" if dx < 0 else "left",
+                            arrowprops=None if near else {"arrowstyle": "-", "color": "grey", "lw": 0.6})
+                taken.append(cand)
+                break
+
+
+def _to_label(points, labels):
+    """Which points get a name on the roofline. "auto": all of them when there are at most 8;
+    otherwise only the fastest kernel of each notebook and each cuBLAS baseline (once per name),
+    the others being dots in their notebook's colour. "all", "none", or a set of names."""
+    if labels == "all" or (labels == "auto" and len(points) <= 8):
+        return list(points)
+    if labels == "none":
+        return []
+    if labels != "auto":
+        return [p for p in points if p.name in set(labels)]
+    best = {}
+    for p in points:
+        key = ("cuBLAS", p.name) if p.name.startswith("cuBLAS") else ("notebook", p.notebook)
+        if key not in best or p.tflops > best[key].tflops:
+            best[key] = p
+    chosen = {id(p) for p in best.values()}
+    return [p for p in points if id(p) in chosen]
 
 
 def roofline(spec: GpuSpec, points: list[Measurement] = (), *, measured_bandwidth: float | None = None,
-             measured_compute: dict | None = None, tensor_core: bool = False, title: str | None = None, ax=None):
+             measured_compute: dict | None = None, tensor_core: bool = False, title: str | None = None, ax=None,
+             labels="auto"):
     """Draw the roofline: bandwidth and compute ceilings (theoretical dashed, measured solid) and
-    one labelled point per kernel at (arithmetic intensity, achieved TFLOP/s), on log axes.
+    one point per kernel at (arithmetic intensity, achieved TFLOP/s), on log axes.
 
-    `measured_compute` maps a label ("cuBLAS fp32") to TFLOP/s.
+    `measured_compute` maps a label ("cuBLAS fp32") to TFLOP/s. `labels` says which points are
+    named (see `_to_label`: by default all of a few, or the best of each notebook among many), and
+    names never overlap. Points from several notebooks are coloured by notebook.
     """
     if spec is None:
         raise ValueError("no GPU spec: a roofline needs a GPU's (live or recorded) peaks")
@@ -48,17 +122,30 @@ def roofline(spec: GpuSpec, points: list[Measurement] = (), *, measured_bandwidt
                 label=f"measured copy: {measured_bandwidth:,.0f} GB/s")
     for j, (label, tf) in enumerate((measured_compute or {}).items()):
         ax.axhline(tf, color=f"C{j + 3}", lw=2, alpha=0.7, label=f"{label}: {tf:,.1f} TFLOP/s (measured)")
-    for k, p in enumerate(q for q in points if q.ok and q.intensity and q.tflops):
-        ax.plot(p.intensity, p.tflops, "o", color=f"C{(k + 5) % 10}", ms=7)
-        ax.annotate(p.name, (p.intensity, p.tflops), textcoords="offset points", xytext=(6, -4), fontsize=8)
+    pts = [q for q in points if q.ok and q.intensity and q.tflops]
+    notebooks = sorted({p.notebook for p in pts})
+    by_notebook = len(notebooks) > 1
+    for k, p in enumerate(pts):
+        color = f"C{(notebooks.index(p.notebook) + 5) % 10}" if by_notebook else f"C{(k + 5) % 10}"
+        ax.plot(p.intensity, p.tflops, "o", color=color, ms=7 if not by_notebook else 5)
+    if by_notebook:
+        for n in notebooks:
+            count = sum(p.notebook == n for p in pts)
+            ax.plot([], [], "o", ms=5, color=f"C{(notebooks.index(n) + 5) % 10}",
+                    label=f"{n or 'other'}: {count} kernel{'s' if count > 1 else ''}")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte of DRAM traffic)")
     ax.set_ylabel("TFLOP/s")
-    note = _source_note(points)
-    ax.set_title(title or f"Roofline of {spec.name}" + (f" ({note})" if note else ""), fontsize=10)
+    _title(ax, title or f"Roofline of {spec.name}", _source_note(pts))
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    legend = ax.legend(fontsize=7 if by_notebook else 8, loc="lower right")
+    if pts:
+        ax.set_ylim(min(ax.get_ylim()[0], min(p.tflops for p in pts) / 3), max(p.tflops for p in pts) * 4)
+        shown = sorted(_to_label(pts, labels), key=lambda p: -p.tflops)
+        renderer = fig.canvas.get_renderer()
+        place_labels(ax, [(p.intensity, p.tflops) for p in shown], [p.name for p in shown],
+                     avoid=[legend.get_window_extent(renderer)])
     return fig
 
 
@@ -77,8 +164,7 @@ def versus_baseline(points: list[Measurement], baseline: Measurement, *, title: 
     ax.invert_yaxis()
     ax.set_xlabel("TFLOP/s")
     ax.set_xlim(0, max(values) * 1.35)
-    note = _source_note(pts + [baseline])
-    ax.set_title(title or f"Against {baseline.name}" + (f" ({note})" if note else ""), fontsize=10)
+    _title(ax, title or f"Against {baseline.name}", _source_note(pts + [baseline]))
     return fig
 
 
@@ -96,15 +182,15 @@ def sweep(xs, measurements: list[Measurement], *, xlabel: str, metric: str = "gb
         ax.legend(fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("GB/s" if metric == "gbps" else "TFLOP/s")
-    note = _source_note(measurements)
-    ax.set_title((title or "") + (f" ({note})" if note else ""), fontsize=10)
+    _title(ax, title, _source_note(measurements))
     ax.grid(True, alpha=0.3)
     return fig
 
 
 def heatmap(values: np.ndarray, row_labels, col_labels, *, xlabel: str, ylabel: str, unit: str = "TFLOP/s",
-            title: str | None = None, ax=None):
-    """A 2-D sweep (e.g. tile sizes) with each cell's value written in it; NaN shows as blank."""
+            title: str | None = None, source=(), ax=None):
+    """A 2-D sweep (e.g. tile sizes) with each cell's value written in it; NaN shows as blank.
+    `source`: the measurements behind the values, so the chart says on which GPU and day."""
     values = np.asarray(values, dtype=float)
     if values.shape != (len(row_labels), len(col_labels)):
         raise ValueError(f"values are {values.shape}, labels give {(len(row_labels), len(col_labels))}")
@@ -119,7 +205,7 @@ def heatmap(values: np.ndarray, row_labels, col_labels, *, xlabel: str, ylabel: 
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     fig.colorbar(im, ax=ax, label=unit)
-    ax.set_title(title or "", fontsize=10)
+    _title(ax, title, _source_note(list(source)))
     return fig
 
 

@@ -1,6 +1,8 @@
 import dataclasses
 
 import matplotlib
+import matplotlib.pyplot as plt
+import matplotlib.text
 import numpy as np
 import pytest
 
@@ -48,3 +50,92 @@ def test_heatmap_shape_must_match_labels():
 def test_sweep_metric_is_checked():
     with pytest.raises(ValueError, match="metric must be"):
         helpers.sweep([1], [_m("a", 1.0)], xlabel="x", metric="fps")
+
+
+# ---------------------------------------------------------------- charts a reader can read
+
+
+def _texts(fig):
+    """Every piece of text the charts write themselves: labels, values, titles, legend entries."""
+    out = []
+    for ax in fig.axes:
+        out += [t for t in ax.texts if t.get_text()]
+        out += [t for t in (ax.title, ax._left_title, ax._right_title) if t.get_text()]
+        if ax.get_legend():
+            out += [t for t in ax.get_legend().get_texts() if t.get_text()]
+    return out
+
+
+def overlapping_texts(fig):
+    fig.canvas.draw()
+    # the text's own box: an annotation's get_window_extent also covers its leader line
+    boxes = [(t.get_text(), matplotlib.text.Text.get_window_extent(t)) for t in _texts(fig)]
+    return [(a, b) for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:] if ba.overlaps(bb)]
+
+
+def _kernels(n, notebooks=("03_matmul_local_blocking", "04_matmul_shared_blocking", "05_tensor_core_tensorization"),
+             seed=0, **kw):
+    """n kernels of 4096^3 matmuls spread over a few notebooks, as 06's series summary gathers."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        m = _m(f"kernel {i}: tiles ({i % 8}, {i % 5}, 16, 16)", float(rng.uniform(0.2, 40)),
+               flops=2 * 4096**3, bytes=float(rng.choice([3, 6, 12])) * 4096**2 * 4, **kw)
+        out.append(dataclasses.replace(m, notebook=notebooks[i % len(notebooks)]))
+    return out
+
+
+def _series():
+    return _kernels(60) + [dataclasses.replace(_m("cuBLAS float16 4096x4096x4096", 0.2, flops=2 * 4096**3,
+                                                  bytes=3 * 2 * 4096**2), notebook="06_metaschedule_tuning")]
+
+
+def _one_spot():
+    """04's roofline: long names on nearly one spot."""
+    return [dataclasses.replace(k, bytes=3 * 4 * 4096**2, ms=3.0 + 0.1 * i, notebook="04")
+            for i, k in enumerate(_kernels(5))]
+
+
+# Each chart kind, drawn with many points.
+CHARTS = {
+    "series roofline": lambda: helpers.roofline(H100, _series(), tensor_core=True,
+                                                measured_compute={"cuBLAS fp32": 51.5, "cuBLAS fp16": 685.1}),
+    "04 roofline": lambda: helpers.roofline(H100, _one_spot(), title="Shared-memory blocking",
+                                            measured_compute={"cuBLAS fp32": 52.0}),
+    "versus baseline": lambda: helpers.versus_baseline(_kernels(24), _m("cuBLAS", 3.0, flops=2 * 4096**3),
+                                                       title="24 kernels against cuBLAS"),
+    "sweep": lambda: helpers.sweep(list(range(16)), _kernels(16), xlabel="x", metric="tflops", ceiling=50,
+                                   title="A sweep of 16"),
+    "heatmap": lambda: helpers.heatmap(np.arange(48.0).reshape(6, 8), list(range(6)), list(range(8)), xlabel="x",
+                                       ylabel="y", title="A 6 x 8 sweep", source=_kernels(3)),
+}
+
+
+@pytest.mark.parametrize("kind", list(CHARTS))
+def test_no_two_labels_overlap(kind):
+    fig = CHARTS[kind]()
+    try:
+        assert not overlapping_texts(fig)
+    finally:
+        plt.close(fig)
+
+
+def test_every_chart_says_gpu_day_and_source_even_with_a_title():
+    for kind, draw in CHARTS.items():
+        fig = draw()
+        title = fig.axes[0].get_title()
+        assert "recorded on Test GPU, 2026-11-22" in title, (kind, title)
+        plt.close(fig)
+    live = [dataclasses.replace(k, source="live", date="2026-11-24") for k in _kernels(3)]
+    fig = helpers.sweep([1, 2, 3], live, xlabel="x", title="Live")
+    assert fig.axes[0].get_title() == "Live\n(live on Test GPU, 2026-11-24)"
+
+
+def test_the_series_roofline_names_the_best_of_each_notebook_and_cublas():
+    many = _kernels(30)
+    cublas = dataclasses.replace(_m("cuBLAS fp32", 2.7, flops=2 * 4096**3, bytes=3 * 4 * 4096**2), notebook="03")
+    fig = helpers.roofline(H100, many + [cublas])
+    best = {n: max((k for k in many if k.notebook == n), key=lambda k: k.tflops).name for n in {k.notebook for k in many}}
+    assert sorted(t.get_text() for t in fig.axes[0].texts) == sorted(list(best.values()) + ["cuBLAS fp32"])
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "03_matmul_local_blocking: 10 kernels" in legend

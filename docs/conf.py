@@ -1,0 +1,108 @@
+"""The course as a static site:  python -m sphinx -b html -c docs . docs/_build/html
+
+Sphinx with myst-nb and sphinx-book-theme, because they build from PyPI packages alone, with no
+network at build time (jupyter-book 2 / mystmd fetch a site template). The source directory is
+the repository root, so the notebooks' `../images/x.png` links and the README's
+`notebooks/x.ipynb` links resolve as they do on GitHub; only the files in `include_patterns`
+are read. Notebooks are rendered with their committed outputs and never executed (they were
+recorded live on a GPU). Each notebook page gets a Colab link and a download link for its .ipynb.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+project = "From naive to fast: GPU kernels with TVM's TensorIR"
+author = "the course's authors"
+root_doc = "README"
+include_patterns = ["README.md", "CONTRIBUTING.md", "notebooks/*.ipynb", "notebooks/results/README.md"]
+exclude_patterns = ["docs/_build", "**/.ipynb_checkpoints"]
+NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+extensions = ["myst_nb"]
+nb_execution_mode = "off"  # show the outputs recorded on the GPU; never re-run
+myst_enable_extensions = ["dollarmath"]
+myst_heading_anchors = 3
+suppress_warnings = ["myst.header"]  # notebooks start at "#" and may skip levels in prose
+
+html_theme = "sphinx_book_theme"
+html_title = "GPU kernels with TVM's TensorIR"
+html_theme_options = {"use_download_button": False, "show_toc_level": 2}
+html_copy_source = False
+html_show_sourcelink = False
+html_last_updated_fmt = None
+
+html_context = {"default_mode": "light"}  # an empty stored mode is a console error otherwise
+
+# MathJax from a PyPI wheel (MathJax 2.7 with the STIX web fonts it ships, as classic Jupyter
+# served it), served from the site itself, so a page fetches nothing from the network.
+mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML-full"
+mathjax2_config = {"jax": ["input/TeX", "output/HTML-CSS"], "showMathMenu": False, "messageStyle": "none",
+                   "HTML-CSS": {"availableFonts": [], "imageFont": None, "preferredFont": None,
+                                "webFont": "STIX-Web"},
+                   "tex2jax": {"inlineMath": [["\\(", "\\)"]], "displayMath": [["\\[", "\\]"]],
+                               "ignoreClass": "tex2jax_ignore|mathjax_ignore",
+                               "processClass": "tex2jax_process|mathjax_process|math|output_area"}}
+mathjax3_config = None
+
+
+def repository_url() -> str | None:
+    """The repository's URL from pyproject.toml's [project.urls] 'Repository', or None."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        urls = tomllib.load(f).get("project", {}).get("urls", {})
+    url = urls.get("Repository")
+    return url.rstrip("/").removesuffix(".git") if url else None
+
+
+def colab_url(repo: str | None, notebook: str) -> str | None:
+    """Colab opens a notebook straight from GitHub: /github/<owner>/<name>/blob/<branch>/<path>."""
+    m = re.match(r"https://github\.com/([^/]+/[^/]+)$", repo or "")
+    return f"https://colab.research.google.com/github/{m.group(1)}/blob/main/notebooks/{notebook}.ipynb" if m else None
+
+
+def _contents(app, docname, source):
+    """The README is the front page; a hidden table of contents puts the notebooks in order."""
+    if docname == root_doc:
+        pages = "\n".join([f"notebooks/{n}" for n in NOTEBOOKS] + ["CONTRIBUTING", "notebooks/results/README"])
+        source[0] += f"\n\n```{{toctree}}\n:hidden:\n:maxdepth: 1\n\n{pages}\n```\n"
+
+
+def _notebook_links(app, pagename, templatename, context, doctree):
+    """Above each notebook: open it in Colab (when the repository's URL is known), download it."""
+    name = pagename.removeprefix("notebooks/")
+    if pagename != f"notebooks/{name}" or name not in NOTEBOOKS or "body" not in context:
+        return
+    url = colab_url(repository_url(), name)
+    colab = (f'<a class="course-colab" href="{html.escape(url)}">Open in Colab</a>' if url else
+             '<span class="course-colab-note">To run it on Colab, download it and upload it at '
+             'colab.research.google.com.</span>')
+    links = (f'<p class="course-links">{colab} &middot; '
+             f'<a class="course-download" href="{name}.ipynb" download>Download {name}.ipynb</a></p>')
+    context["body"] = links + context["body"]
+
+
+def _copy_files(app, exception):
+    """The .ipynb files next to their pages (the download links) and MathJax under _static."""
+    if exception is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir)
+    for n in NOTEBOOKS:
+        shutil.copyfile(ROOT / "notebooks" / f"{n}.ipynb", out / "notebooks" / f"{n}.ipynb")
+    import jupyter_server_mathjax
+
+    shutil.copytree(Path(jupyter_server_mathjax.__file__).parent / "static", out / "_static" / "mathjax",
+                    dirs_exist_ok=True)
+    # The site opens at index.html; Sphinx names the front page after its source, README.
+    shutil.copyfile(out / "README.html", out / "index.html")
+
+
+def setup(app):
+    app.connect("source-read", _contents)
+    app.connect("html-page-context", _notebook_links)
+    app.connect("build-finished", _copy_files)
