@@ -5,18 +5,20 @@ network at build time (jupyter-book 2 / mystmd fetch a site template). The sourc
 the repository root, so the notebooks' `../images/x.png` links and the README's
 `notebooks/x.ipynb` links resolve as they do on GitHub; only the files in `include_patterns`
 are read. Notebooks are rendered with their committed outputs and never executed (they were
-recorded live on a GPU). Each notebook page gets a Colab link and a download link for its .ipynb.
+recorded live on a GPU). Each notebook page gets a Colab link (from pyproject.toml's `[tool.course]
+repository`, as the notebooks' badges, by `helpers.colab`) and a download link for its .ipynb.
 """
 
 from __future__ import annotations
 
 import html
-import re
 import shutil
-import tomllib
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # Sphinx runs this file from anywhere: the repository's helpers
+from helpers import colab  # noqa: E402  (the one repository setting, as the notebooks' badges)
 
 project = "From naive to fast: GPU kernels with TVM's TensorIR"
 author = "the course's authors"
@@ -52,20 +54,6 @@ mathjax2_config = {"jax": ["input/TeX", "output/HTML-CSS"], "showMathMenu": Fals
 mathjax3_config = None
 
 
-def repository_url() -> str | None:
-    """The repository's URL from pyproject.toml's [project.urls] 'Repository', or None."""
-    with open(ROOT / "pyproject.toml", "rb") as f:
-        urls = tomllib.load(f).get("project", {}).get("urls", {})
-    url = urls.get("Repository")
-    return url.rstrip("/").removesuffix(".git") if url else None
-
-
-def colab_url(repo: str | None, notebook: str) -> str | None:
-    """Colab opens a notebook straight from GitHub: /github/<owner>/<name>/blob/<branch>/<path>."""
-    m = re.match(r"https://github\.com/([^/]+/[^/]+)$", repo or "")
-    return f"https://colab.research.google.com/github/{m.group(1)}/blob/main/notebooks/{notebook}.ipynb" if m else None
-
-
 def _contents(app, docname, source):
     """The README is the front page; a hidden table of contents puts the notebooks in order."""
     if docname == root_doc:
@@ -78,11 +66,11 @@ def _notebook_links(app, pagename, templatename, context, doctree):
     name = pagename.removeprefix("notebooks/")
     if pagename != f"notebooks/{name}" or name not in NOTEBOOKS or "body" not in context:
         return
-    url = colab_url(repository_url(), name)
-    colab = (f'<a class="course-colab" href="{html.escape(url)}">Open in Colab</a>' if url else
-             '<span class="course-colab-note">To run it on Colab, download it and upload it at '
-             'colab.research.google.com.</span>')
-    links = (f'<p class="course-links">{colab} &middot; '
+    url = colab.colab_url(colab.repository(), name)
+    opener = (f'<a class="course-colab" href="{html.escape(url)}">Open in Colab</a>' if url else
+              '<span class="course-colab-note">Open in Colab: not yet (the course has no public repository '
+              'yet; run it on your machine)</span>')
+    links = (f'<p class="course-links">{opener} &middot; '
              f'<a class="course-download" href="{name}.ipynb" download>Download {name}.ipynb</a></p>')
     context["body"] = links + context["body"]
 

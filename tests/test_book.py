@@ -10,7 +10,6 @@ Playwright's client (no browser download); without /usr/bin/chromium the test is
 from __future__ import annotations
 
 import functools
-import importlib.util
 import html.parser
 import http.server
 import os
@@ -23,6 +22,8 @@ from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
+
+from helpers import colab
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -91,23 +92,6 @@ def broken_links(site: Path) -> list[str]:
             elif parts.fragment and target in refs and unquote(parts.fragment) not in refs[target].ids:
                 broken.append(f"{page.relative_to(site)}: {href} (no such anchor)")
     return broken
-
-
-def _conf():
-    spec = importlib.util.spec_from_file_location("book_conf", ROOT / "docs" / "conf.py")
-    conf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conf)
-    return conf
-
-
-def test_colab_links_come_from_the_repository_url_or_not_at_all():
-    conf = _conf()
-    assert conf.colab_url("https://github.com/someone/course", "07_hopper_wgmma_tma") == \
-        "https://colab.research.google.com/github/someone/course/blob/main/notebooks/07_hopper_wgmma_tma.ipynb"
-    assert conf.colab_url(None, "07_hopper_wgmma_tma") is None  # no URL set: no link, never a made-up one
-    assert conf.colab_url("https://gitlab.com/someone/course", "x") is None  # Colab opens GitHub only
-    url = conf.repository_url()
-    assert url is None or url.startswith("https://")
 
 
 def test_every_internal_link_resolves(site):
@@ -182,8 +166,10 @@ def test_every_page_loads_cleanly_in_chromium(site, server):
             if name.startswith("notebooks/") and Path(name).stem in notebooks:
                 links = page.evaluate("() => [...document.querySelectorAll('.course-links a, .course-colab-note')]"
                                       ".map(a => a.getAttribute('href') || a.textContent)")
-                if f"{Path(name).stem}.ipynb" not in links or len(links) != 2:
-                    problems.append(f"no Colab and download links above the notebook: {links}")
+                colab_link = colab.colab_url(colab.repository(), Path(name).stem)  # as the notebook's badge
+                if f"{Path(name).stem}.ipynb" not in links or len(links) != 2 or (
+                        links[0] != colab_link if colab_link else "Open in Colab: not yet" not in links[0]):
+                    problems.append(f"no Colab link (or note) and download link above the notebook: {links}")
             if name == SCREENSHOT_PAGE:
                 page.evaluate("window.scrollTo(0, 0)")
                 page.screenshot(path=str(site.parent / "screenshot.png"))
