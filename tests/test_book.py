@@ -45,7 +45,8 @@ def build_site(out: Path) -> None:
 @pytest.fixture(scope="module")
 def site() -> Path:
     if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium); CI installs it")
+        message = "Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it"
+        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
     pytest.importorskip("playwright", reason="the playwright client is pinned in requirements.txt")
     given = os.environ.get("COURSE_BOOK")
     out = Path(given) if given else ROOT / "docs" / "_build" / "html"
