@@ -9,7 +9,7 @@ code builds, runs and checks small kernels that are wrong in the ways real kerne
 import numpy as np
 import pytest
 import tvm
-from tvm.script import ir as I
+from tvm import te
 from tvm.script import tirx as T
 
 import helpers
@@ -21,37 +21,22 @@ N = 64
 TOL = 1e-5
 
 
-@I.ir_module
-class ADD:
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((N,), "float32"), B: T.Buffer((N,), "float32"), C: T.Buffer((N,), "float32")):
-        T.func_attr({"tirx.noalias": True})
-        for i in range(N):
-            with T.sblock("C"):
-                vi = T.axis.spatial(N, i)
-                C[vi] = A[vi] + B[vi]
+def _elementwise(value):
+    """C[i] = value(A, B, i) for i < N, unscheduled: the LLVM target runs it on the CPU."""
+    a = te.placeholder((N,), "float32", name="A")
+    b = te.placeholder((N,), "float32", name="B")
+    c = te.compute((N,), lambda i: value(a, b, i), name="C")
+    return te.create_prim_func([a, b, c])
 
 
-@I.ir_module
-class LeavesLastUnwritten:
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((N,), "float32"), B: T.Buffer((N,), "float32"), C: T.Buffer((N,), "float32")):
-        T.func_attr({"tirx.noalias": True})
-        for i in range(N - 1):  # the classic off-by-one: the last element is never written
-            with T.sblock("C"):
-                vi = T.axis.spatial(N - 1, i)
-                C[vi] = A[vi] + B[vi]
+ADD = _elementwise(lambda a, b, i: a[i] + b[i])
+WRITES_NAN = _elementwise(lambda a, b, i: tvm.tirx.if_then_else(i == 5, tvm.tirx.const(float("nan"), "float32"), a[i] + b[i]))
 
 
-@I.ir_module
-class WritesNaN:
-    @T.prim_func(s_tir=True)
-    def main(A: T.Buffer((N,), "float32"), B: T.Buffer((N,), "float32"), C: T.Buffer((N,), "float32")):
-        T.func_attr({"tirx.noalias": True})
-        for i in range(N):
-            with T.sblock("C"):
-                vi = T.axis.spatial(N, i)
-                C[vi] = T.if_then_else(vi == 5, T.float32("nan"), A[vi] + B[vi])
+@T.prim_func
+def leaves_last_unwritten(A: T.Buffer((N,), "float32"), B: T.Buffer((N,), "float32"), C: T.Buffer((N,), "float32")):
+    for i in range(N - 1):  # the classic off-by-one: the last element is never written
+        C[i] = A[i] + B[i]
 
 
 @pytest.fixture
@@ -100,12 +85,12 @@ def test_an_unwritten_element_is_caught_even_if_the_output_held_the_answer(sessi
     the checked run makes the element the kernel forgot to write show up."""
     a, b, exact = inputs
     leftover = exact.astype(np.float32)
-    _refused(session, LeavesLastUnwritten, [a, b, leftover], exact, r"wrong: relative error nan exceeds the tolerance 1e-05")
+    _refused(session, leaves_last_unwritten, [a, b, leftover], exact, r"wrong: relative error nan exceeds the tolerance 1e-05")
 
 
 def test_nan_in_the_output_is_caught(session, inputs):
     a, b, exact = inputs
-    _refused(session, WritesNaN, [a, b, np.empty(N, np.float32)], exact, r"relative error nan exceeds")
+    _refused(session, WRITES_NAN, [a, b, np.empty(N, np.float32)], exact, r"relative error nan exceeds")
 
 
 def test_an_error_just_outside_the_tolerance_is_caught(session, inputs):
@@ -139,7 +124,7 @@ def test_the_reference_may_be_a_function(session, inputs):
 
 def test_without_a_reference_nothing_is_checked_but_the_time_is_kept(session, inputs):
     a, b, _ = inputs
-    m = session.measure("add", WritesNaN, [a, b, np.empty(N, np.float32)], None, repeat=3)
+    m = session.measure("add", WRITES_NAN, [a, b, np.empty(N, np.float32)], None, repeat=3)
     assert m.rel_err is None and len(session.timed) == 1
 
 
