@@ -49,10 +49,11 @@ def session(results_dir, monkeypatch):
 
     def spy(*args, **kw):
         calls.append(args)
+        nb.timed_repeats.append(kw.get("repeat"))
         return real(*args, **kw)
 
     monkeypatch.setattr(bench, "time_function", spy)
-    nb.timed = calls
+    nb.timed, nb.timed_repeats = calls, []
     return nb
 
 
@@ -67,9 +68,13 @@ def inputs():
 
 def test_a_right_kernel_is_checked_then_timed(session, inputs):
     a, b, exact = inputs
-    m = session.measure("add", ADD, [a, b, np.empty(N, np.float32)], exact, flops=N, bytes=12 * N, repeat=3)
+    m = session.measure("add", ADD, [a, b, np.empty(N, np.float32)], exact, flops=N, bytes=12 * N, repeat=3,
+                        params={"threads": 1})
     assert m.source == "live" and m.gpu == "Test GPU" and m.rel_err < 1e-7
-    assert len(session.timed) == 1 and m.ms > 0
+    assert len(session.timed) == 1 and m.ms > 0 and session.timed_repeats == [3]
+    assert (m.name, m.flops, m.bytes, m.shape, m.dtype, m.params) == ("add", N, 12 * N, [[N]] * 3, "float32", {"threads": 1})
+    assert session.results == [m]
+    assert session.measure("once", ADD, [a, b, np.empty(N, np.float32)], exact, repeat=1, quiet=True).ok
     assert m.tflops == pytest.approx(N / (m.ms * 1e-3) / 1e12)
 
 
@@ -115,7 +120,7 @@ def test_the_reference_may_be_a_function(session, inputs):
         return exact
 
     m = session.measure("add", ADD, [a, b, np.empty(N, np.float32)], reference, repeat=3)
-    assert calls == [1] and m.rel_err < 1e-7
+    assert calls == [1] and m.rel_err < 1e-7 and m.rel_err <= TOL
     timed_before = session.timed[:]
     with pytest.raises(helpers.WrongResult, match="relative error 5.000e-01 exceeds"):
         session.measure("wrong", ADD, [a, b, np.empty(N, np.float32)], lambda: 2 * exact, repeat=3)
