@@ -1,5 +1,7 @@
 """Shared fixtures: a small kernel, and a throwaway results folder."""
 
+import json
+
 import numpy as np
 import pytest
 import tvm
@@ -52,6 +54,17 @@ def results_dir(tmp_path, monkeypatch):
     monkeypatch.delenv("COURSE_RECORD", raising=False)
     monkeypatch.setenv("COURSE_RECORDED_GPU", "test-gpu")
     return tmp_path
+
+
+def write_record(folder, notebook, name, **extra):
+    """One recorded measurement of `notebook` on a made-up "Test GPU", in a results folder."""
+    entry = dict(name=name, ms=0.25, rel_err=0.0, bytes=3.0 * 4 * N, gpu="Test GPU", date="2026-11-22",
+                 tvm="0.27.0.post1", notebook=notebook, **extra)
+    device = dict(name="Test GPU", compute_capability="9.0", sm_count=132, clock_mhz=1980.0, dram_gbps=3352.0,
+                  l2_bytes=1, shared_memory_per_block=49152, global_memory_bytes=1)
+    (folder / "test-gpu").mkdir(exist_ok=True)
+    data = dict(format=1, notebook=notebook, gpu="Test GPU", device=device, measurements={name: entry})
+    (folder / "test-gpu" / f"{notebook}.json").write_text(json.dumps(data))
 
 
 H100 = helpers.GpuSpec(name="NVIDIA H100 80GB HBM3", compute_capability="9.0", sm_count=132, clock_mhz=1980.0,

@@ -1,5 +1,3 @@
-import json
-
 import numpy as np
 import pytest
 import tvm
@@ -7,7 +5,7 @@ import tvm
 import helpers
 from helpers import bench, records
 
-from conftest import N, needs_gpu
+from conftest import N, needs_gpu, write_record
 
 
 def test_relative_error():
@@ -62,19 +60,9 @@ def test_non_positive_repeat_is_refused(repeat, results_dir, vector_add, vector_
         helpers.time_function(None, None, [], repeat=repeat)
 
 
-def _write_record(folder, notebook, name, **extra):
-    entry = dict(name=name, ms=0.25, rel_err=0.0, bytes=3.0 * 4 * N, gpu="Test GPU", date="2026-11-22",
-                 tvm="0.27.0.post1", notebook=notebook, **extra)
-    device = dict(name="Test GPU", compute_capability="9.0", sm_count=132, clock_mhz=1980.0, dram_gbps=3352.0,
-                  l2_bytes=1, shared_memory_per_block=49152, global_memory_bytes=1)
-    (folder / "test-gpu").mkdir(exist_ok=True)
-    data = dict(format=1, notebook=notebook, gpu="Test GPU", device=device, measurements={name: entry})
-    (folder / "test-gpu" / f"{notebook}.json").write_text(json.dumps(data))
-
-
 @pytest.mark.skipif(helpers.gpu_available(), reason="tests the no-GPU path")
 def test_without_gpu_the_recorded_result_is_shown_as_recorded(results_dir, vector_add, vector_add_args, capsys):
-    _write_record(results_dir, "01_vector_add", "vector add")
+    write_record(results_dir, "01_vector_add", "vector add")
     nb = bench.Session("01_vector_add")
     banner = capsys.readouterr().out
     assert "no GPU" in banner and "recorded on Test GPU on 2026-11-22" in banner
@@ -156,6 +144,6 @@ def test_cublas_baseline_when_torch_or_cupy_exists(results_dir):
 
 def test_recorded_measurements_of_a_notebook(results_dir):
     assert helpers.recorded_measurements("01_vector_add") == []
-    _write_record(results_dir, "01_vector_add", "vector add")
+    write_record(results_dir, "01_vector_add", "vector add")
     (m,) = helpers.recorded_measurements("01_vector_add", gpu="some-other-gpu")  # falls back to the recorded GPU
     assert m.name == "vector add" and m.source == "recorded"

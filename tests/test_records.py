@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from helpers import records
@@ -46,3 +48,16 @@ def test_recording_needs_the_variable(monkeypatch):
     assert not records.recording_enabled()
     monkeypatch.setenv("COURSE_RECORD", "1")
     assert records.recording_enabled()
+
+
+def test_save_measurement_writes_the_documented_file(tmp_path):
+    device = {"name": "NVIDIA Test GPU 80GB", "sm_count": 2}
+    path = records.save_measurement("01_vector_add", {"name": "add", "ms": 1.0}, device, root=tmp_path / "new")
+    assert path == tmp_path / "new" / "nvidia-test-gpu-80gb" / "01_vector_add.json"
+    records.save_measurement("01_vector_add", {"name": "copy", "ms": 2.0}, device, root=tmp_path / "new")
+    records.save_measurement("01_vector_add", {"name": "add", "ms": 0.5}, device, root=tmp_path / "new")
+    data = json.loads(path.read_text())
+    assert path.read_text() == json.dumps(data, indent=1, sort_keys=True) + "\n"  # stable diffs in git
+    assert data == {"format": records.FORMAT_VERSION, "notebook": "01_vector_add", "gpu": "NVIDIA Test GPU 80GB",
+                    "device": device, "measurements": {"add": {"name": "add", "ms": 0.5}, "copy": {"name": "copy", "ms": 2.0}}}
+    assert records.gpu_slug("--NVIDIA--") == "nvidia"

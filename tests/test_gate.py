@@ -1,0 +1,145 @@
+"""The check before timing, run for real on the CPU: `Session.measure`'s live path.
+
+Without a GPU a notebook's `measure` only shows recorded numbers, so its gate (poison the output
+with NaN, run once, compare with the float64 reference, raise `WrongResult` before any timing)
+would run only on a GPU. Here the session is given the CPU and TVM's LLVM target, so the same
+code builds, runs and checks small kernels that are wrong in the ways real kernels are wrong.
+"""
+
+import numpy as np
+import pytest
+import tvm
+from tvm import te
+from tvm.script import tirx as T
+
+import helpers
+from helpers import bench
+
+from conftest import write_record
+
+N = 64
+TOL = 1e-5
+
+
+def _elementwise(value):
+    """C[i] = value(A, B, i) for i < N, unscheduled: the LLVM target runs it on the CPU."""
+    a = te.placeholder((N,), "float32", name="A")
+    b = te.placeholder((N,), "float32", name="B")
+    c = te.compute((N,), lambda i: value(a, b, i), name="C")
+    return te.create_prim_func([a, b, c])
+
+
+ADD = _elementwise(lambda a, b, i: a[i] + b[i])
+WRITES_NAN = _elementwise(lambda a, b, i: tvm.tirx.if_then_else(i == 5, tvm.tirx.const(float("nan"), "float32"), a[i] + b[i]))
+
+
+@T.prim_func
+def leaves_last_unwritten(A: T.Buffer((N,), "float32"), B: T.Buffer((N,), "float32"), C: T.Buffer((N,), "float32")):
+    for i in range(N - 1):  # the classic off-by-one: the last element is never written
+        C[i] = A[i] + B[i]
+
+
+@pytest.fixture
+def session(results_dir, monkeypatch):
+    """A live session on the CPU, labelled with a recorded test GPU; its timer is a spy."""
+    write_record(results_dir, "01_vector_add", "recorded")
+    nb = bench.Session("01_vector_add", quiet=True, device=tvm.cpu(0), target=tvm.target.Target("llvm"))
+    calls = []
+    real = bench.time_function
+
+    def spy(*args, **kw):
+        calls.append(args)
+        nb.timed_repeats.append(kw.get("repeat"))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(bench, "time_function", spy)
+    nb.timed, nb.timed_repeats = calls, []
+    return nb
+
+
+@pytest.fixture
+def inputs():
+    rng = np.random.default_rng(1)
+    a = rng.random(N, dtype=np.float32) + 0.5
+    b = rng.random(N, dtype=np.float32) + 0.5
+    exact = a.astype(np.float64) + b
+    return a, b, exact
+
+
+def test_a_right_kernel_is_checked_then_timed(session, inputs):
+    a, b, exact = inputs
+    m = session.measure("add", ADD, [a, b, np.empty(N, np.float32)], exact, flops=N, bytes=12 * N, repeat=3,
+                        params={"threads": 1})
+    assert m.source == "live" and m.gpu == "Test GPU" and m.rel_err < 1e-7
+    assert len(session.timed) == 1 and m.ms > 0 and session.timed_repeats == [3]
+    assert (m.name, m.flops, m.bytes, m.shape, m.dtype, m.params) == ("add", N, 12 * N, [[N]] * 3, "float32", {"threads": 1})
+    assert session.results == [m]
+    assert session.measure("once", ADD, [a, b, np.empty(N, np.float32)], exact, repeat=1, quiet=True).ok
+    assert m.tflops == pytest.approx(N / (m.ms * 1e-3) / 1e12)
+
+
+def _refused(session, kernel, args, expected, match, tol=TOL):
+    with pytest.raises(helpers.WrongResult, match=match):
+        session.measure("wrong", kernel, args, expected, tol=tol, repeat=3)
+    assert session.timed == [], "a wrong kernel must not be timed"
+    assert session.results == []
+
+
+def test_an_unwritten_element_is_caught_even_if_the_output_held_the_answer(session, inputs):
+    """The output array passed in already holds the right answer: only the NaN poisoning before
+    the checked run makes the element the kernel forgot to write show up."""
+    a, b, exact = inputs
+    leftover = exact.astype(np.float32)
+    _refused(session, leaves_last_unwritten, [a, b, leftover], exact, r"wrong: relative error nan exceeds the tolerance 1e-05")
+
+
+def test_nan_in_the_output_is_caught(session, inputs):
+    a, b, exact = inputs
+    _refused(session, WRITES_NAN, [a, b, np.empty(N, np.float32)], exact, r"relative error nan exceeds")
+
+
+def test_an_error_just_outside_the_tolerance_is_caught(session, inputs):
+    a, b, exact = inputs
+    off = 1.05 * TOL  # the kernel's result against a reference 1.05e-5 away: rel. error ~1.05e-5
+    _refused(session, ADD, [a, b, np.empty(N, np.float32)], exact * (1 + off),
+             r"relative error 1\.0[45]\de-05 exceeds the tolerance 1e-05: the kernel is wrong, so it is not timed")
+
+
+def test_an_error_just_inside_the_tolerance_passes(session, inputs):
+    a, b, exact = inputs
+    m = session.measure("add", ADD, [a, b, np.empty(N, np.float32)], exact * (1 + 0.95 * TOL), repeat=3)
+    assert 0.9 * TOL < m.rel_err < TOL and len(session.timed) == 1
+
+
+def test_the_reference_may_be_a_function(session, inputs):
+    a, b, exact = inputs
+    calls = []
+
+    def reference():
+        calls.append(1)
+        return exact
+
+    m = session.measure("add", ADD, [a, b, np.empty(N, np.float32)], reference, repeat=3)
+    assert calls == [1] and m.rel_err < 1e-7 and m.rel_err <= TOL
+    timed_before = session.timed[:]
+    with pytest.raises(helpers.WrongResult, match="relative error 5.000e-01 exceeds"):
+        session.measure("wrong", ADD, [a, b, np.empty(N, np.float32)], lambda: 2 * exact, repeat=3)
+    assert session.timed == timed_before, "a wrong kernel must not be timed"
+
+
+def test_without_a_reference_nothing_is_checked_but_the_time_is_kept(session, inputs):
+    a, b, _ = inputs
+    m = session.measure("add", WRITES_NAN, [a, b, np.empty(N, np.float32)], None, repeat=3)
+    assert m.rel_err is None and len(session.timed) == 1
+
+
+def test_a_function_reference_is_not_computed_without_a_gpu(results_dir, inputs, vector_add):
+    """Off the GPU the recorded result is shown and the costly float64 reference never runs."""
+    if helpers.gpu_available():
+        pytest.skip("tests the no-GPU path")
+    from conftest import N as VN
+
+    nb = bench.Session("01_vector_add", quiet=True)
+    args = [np.zeros(VN, np.float32)] * 3
+    m = nb.measure("vector add", vector_add, args, lambda: pytest.fail("the reference was computed"))
+    assert m.source == "missing"

@@ -1,0 +1,122 @@
+"""Numbers as values: rates, percentages and roofline coordinates from known times, FLOP and bytes.
+
+Ratios and labels are scale-invariant (doubling every TFLOP/s leaves "50% of cuBLAS" at 50%), so
+these tests compute each number by hand from round inputs and compare the value itself.
+"""
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+import helpers
+
+from conftest import H100
+
+# 4 TFLOP of work and 6 GB of traffic in 2 ms: 2,000 TFLOP/s, 3,000 GB/s, 666.7 FLOP per byte.
+FLOP, BYTES, MS = 4e12, 6e9, 2.0
+
+
+def _m(name, ms, flops=None, bytes=None, rel_err=None):
+    return helpers.Measurement(name, ms=ms, flops=flops, bytes=bytes, rel_err=rel_err, source="recorded",
+                               gpu="Test GPU", date="2026-11-22", tvm="0.27.0.post1")
+
+
+def test_rates_from_time_flop_and_bytes():
+    m = _m("k", MS, flops=FLOP, bytes=BYTES)
+    assert m.tflops == pytest.approx(2000.0)
+    assert m.gbps == pytest.approx(3000.0)
+    assert m.intensity == pytest.approx(4e12 / 6e9)
+    assert m.rate() == "2,000.00 TFLOP/s, 3,000 GB/s"
+    assert str(m) == "k: 2.0000 ms, 2,000.00 TFLOP/s, 3,000 GB/s  [recorded on Test GPU, 2026-11-22, TVM 0.27.0.post1]"
+
+
+def test_rates_of_small_kernels():
+    # a vector add of 2**24 floats in 0.0256 ms: 2**24 FLOP, 3 * 4 * 2**24 bytes
+    n = 1 << 24
+    m = _m("add", 0.0256, flops=n, bytes=12 * n, rel_err=0.0)
+    assert m.tflops == pytest.approx(n / 25.6e-6 / 1e12)  # 0.655 TFLOP/s
+    assert m.gbps == pytest.approx(12 * n / 25.6e-6 / 1e9)  # 7,864 GB/s
+    assert m.rate() == "0.66 TFLOP/s, 7,864 GB/s"
+    assert _m("copy", 1.0, bytes=2e9).rate() == "2,000 GB/s"  # no FLOP: only the bandwidth
+    assert _m("tiny", 1.0, flops=1e6, bytes=1e6).rate() == "0.00 TFLOP/s"  # 1 GB/s is not worth showing
+    assert _m("none", 1.0).tflops is None and _m("none", 1.0).gbps is None and _m("none", 1.0).intensity is None
+
+
+def test_rates_survive_the_record_round_trip():
+    m = helpers.Measurement.from_record(_m("k", MS, flops=FLOP, bytes=BYTES).to_record())
+    assert (m.tflops, m.gbps, m.source) == (pytest.approx(2000.0), pytest.approx(3000.0), "recorded")
+
+
+def _columns(text):
+    """The table's rows as dicts of header -> cell, cut where the dashes under the header are."""
+    import re
+
+    lines = text.splitlines()
+    spans = [m.span() for m in re.finditer(r"-+", lines[1])]
+    cells = [[line[a:b].strip() for a, b in spans] for line in lines]
+    return [dict(zip(cells[0], row)) for row in cells[2:]]
+
+
+def test_table_values_against_cublas():
+    kernel = _m("tiled", MS, flops=FLOP, bytes=BYTES, rel_err=3e-7)
+    cublas = _m("cuBLAS", 0.5, flops=FLOP)  # 8,000 TFLOP/s: the kernel reaches 25% of it
+    rows = _columns(helpers.table([kernel, cublas], baseline=cublas))
+    assert rows[0] == {"kernel": "tiled", "ms": "2.0000", "TFLOP/s": "2,000.00", "GB/s": "3,000",
+                       "rel. error": "3.0e-07", "vs baseline": "25%", "source": "recorded 2026-11-22"}
+    assert rows[1]["TFLOP/s"] == "8,000.00" and rows[1]["vs baseline"] == "100%"
+
+
+def test_table_values_against_the_copy_ceiling():
+    add = _m("add", 0.5, bytes=1.5e9)  # 3,000 GB/s against a 4,000 GB/s copy: 75%
+    (row,) = _columns(helpers.table([add], ceiling_gbps=4000.0))
+    assert row["GB/s"] == "3,000" and row["vs baseline"] == "75% of copy"
+
+
+def _points(ax):
+    return [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.lines if line.get_marker() == "o"]
+
+
+def test_roofline_coordinates():
+    matmul = _m("matmul", MS, flops=FLOP, bytes=BYTES)
+    add = _m("add", 1.0, flops=1e9, bytes=12e9)  # 1/12 FLOP per byte, 1 TFLOP/s
+    fig = helpers.roofline(H100, [matmul, add], measured_bandwidth=3000.0, measured_compute={"cuBLAS fp32": 51.6})
+    ax = fig.axes[0]
+    assert _points(ax) == [(pytest.approx(4e12 / 6e9), pytest.approx(2000.0)), (pytest.approx(1 / 12), pytest.approx(1.0))]
+    theoretical, _legend_only, measured, cublas = ax.lines[:4]
+    x = theoretical.get_xdata()
+    # the theoretical roof: DRAM bandwidth in TB/s times intensity, capped at the fp32 peak
+    np.testing.assert_allclose(theoretical.get_ydata(), np.minimum(3.352 * x, H100.peak_fp32_tflops))
+    # the measured roof: 3,000 GB/s = 3 TFLOP/s per FLOP/byte, capped at the highest measured or peak compute
+    np.testing.assert_allclose(measured.get_ydata(), np.minimum(3.0 * x, max(H100.peak_fp32_tflops, 51.6)))
+    assert list(cublas.get_ydata()) == [51.6, 51.6]
+
+
+def test_roofline_tensor_core_ceiling():
+    fig = helpers.roofline(H100, [], tensor_core=True)
+    fp32, fp16 = fig.axes[0].lines[:2]
+    assert max(fp32.get_ydata()) == pytest.approx(H100.peak_fp32_tflops)
+    assert max(fp16.get_ydata()) == pytest.approx(H100.peak_fp16_tc_tflops)
+
+
+def test_versus_baseline_bars_are_tflops():
+    kernels = [_m("a", MS, flops=FLOP), _m("b", 4.0, flops=FLOP)]
+    cublas = _m("cuBLAS", 1.0, flops=FLOP)
+    ax = helpers.versus_baseline(kernels, cublas).axes[0]
+    assert [bar.get_width() for bar in ax.patches] == [pytest.approx(2000.0), pytest.approx(1000.0), pytest.approx(4000.0)]
+    assert [t.get_text().strip() for t in ax.texts] == ["2,000.0 TFLOP/s (50%)", "1,000.0 TFLOP/s (25%)",
+                                                        "4,000.0 TFLOP/s (100%)"]
+
+
+@pytest.mark.parametrize("metric, values", [("gbps", [3000.0, 1500.0]), ("tflops", [2000.0, 1000.0])])
+def test_sweep_plots_the_metric(metric, values):
+    ms = [_m("t1", MS, flops=FLOP, bytes=BYTES), _m("t2", 4.0, flops=FLOP, bytes=BYTES)]
+    ax = helpers.sweep([64, 128], ms, xlabel="threads", metric=metric, ceiling=3500.0).axes[0]
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), values)
+    assert list(ax.lines[1].get_ydata()) == [3500.0, 3500.0]
+
+
+def test_heatmap_writes_each_value():
+    ax = helpers.heatmap(np.array([[1.25, np.nan], [30.0, 4.0]]), [1, 2], ["a", "b"], xlabel="x", ylabel="y").axes[0]
+    assert [t.get_text() for t in ax.texts] == ["1.2", "30.0", "4.0"]
