@@ -120,3 +120,47 @@ def max_shared_memory_per_block_optin() -> int | None:
     if lib.cuDeviceGetAttribute(ctypes.byref(value), attribute, 0) != 0:
         return None
     return value.value
+
+
+def dram_from_driver() -> float | None:
+    """Theoretical DRAM bandwidth in GB/s (memory clock x bus width, double data rate) as the
+    driver reports it through cuda-bindings, cupy or NVML; None when none of them answers."""
+    try:
+        from cuda.bindings import runtime as rt
+
+        attr = rt.cudaDeviceAttr
+        err, clock_khz = rt.cudaDeviceGetAttribute(attr.cudaDevAttrMemoryClockRate, 0)
+        err2, bus_bits = rt.cudaDeviceGetAttribute(attr.cudaDevAttrGlobalMemoryBusWidth, 0)
+        if int(err) == 0 and int(err2) == 0 and clock_khz and bus_bits:
+            return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9  # double data rate
+    except Exception:
+        pass
+    try:
+        import cupy
+
+        props = cupy.cuda.runtime.getDeviceProperties(0)
+        if props.get("memoryClockRate") and props.get("memoryBusWidth"):
+            return 2 * props["memoryClockRate"] * 1e3 * props["memoryBusWidth"] / 8 / 1e9
+    except Exception:
+        pass
+    return dram_from_nvml()
+
+
+def dram_from_nvml() -> float | None:
+    """The same product from NVML, the driver's management library (nvidia-ml-py, a pinned
+    dependency): it needs only the driver, so it answers on any NVIDIA machine."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            mhz = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM)
+            bits = pynvml.nvmlDeviceGetMemoryBusWidth(handle)
+        finally:
+            pynvml.nvmlShutdown()
+        if mhz and bits:
+            return 2 * mhz * 1e6 * bits / 8 / 1e9
+    except Exception:
+        pass
+    return None

@@ -18,6 +18,7 @@ import re
 import tvm
 
 from . import driver
+from .driver import dram_from_driver as _dram_from_driver, dram_from_nvml as _dram_from_nvml  # noqa: F401
 
 driver.use_cuda_wheels()  # before anything asks TVM for a GPU
 
@@ -43,8 +44,9 @@ _ARCH = {
 # GeForce cards (and AWS's A10G) run fp16 tensor-core math with fp32 accumulation at half the
 # rate of the data-centre parts of the same architecture; the course accumulates in fp32.
 _HALF_RATE_FP32_ACCUMULATE = ("GeForce", "A10G")
-
-
+# Hopper's tensor cores reach their published dense rate at 1,830 MHz, not at the 1,980 MHz boost
+# clock the driver reports (NVIDIA's H100 data sheet: 989 TFLOP/s fp16 = 132 SMs x 4096 x 1.83 GHz).
+_TENSOR_CLOCK_MHZ = {"9.0": 1830}
 
 @dataclasses.dataclass(frozen=True)
 class Datasheet:
@@ -133,9 +135,15 @@ class GpuSpec:
 
     @property
     def peak_fp16_tc_tflops(self) -> float:
-        """Dense fp16 tensor-core rate (fp32 accumulate); 0 when there are no tensor cores."""
+        """Dense fp16 tensor-core rate (fp32 accumulate), at the clock the data sheet counts it at;
+        0 when there are no tensor cores."""
         half = any(word.lower() in self.name.lower() for word in _HALF_RATE_FP32_ACCUMULATE)
-        return self.sm_count * self._consts["tc_flops"] * (0.5 if half else 1) * self.clock_mhz * 1e6 / 1e12
+        return self.sm_count * self._consts["tc_flops"] * (0.5 if half else 1) * self.tensor_clock_mhz * 1e6 / 1e12
+
+    @property
+    def tensor_clock_mhz(self) -> float:
+        """The clock the data sheet counts tensor-core math at: the boost clock, but 1,830 MHz on Hopper."""
+        return min(self.clock_mhz, _TENSOR_CLOCK_MHZ.get(self.compute_capability, self.clock_mhz))
 
     @property
     def has_tensor_cores(self) -> bool:
@@ -215,48 +223,6 @@ def dram_gbps(name: str) -> float:
         f"unknown GPU {name!r}: its DRAM bandwidth is not in helpers' table and no library of "
         "the driver answered (through cuda-bindings, cupy or NVML). Measure it with notebook 00's copy kernel."
     )
-
-
-def _dram_from_driver() -> float | None:
-    try:
-        from cuda.bindings import runtime as rt
-
-        attr = rt.cudaDeviceAttr
-        err, clock_khz = rt.cudaDeviceGetAttribute(attr.cudaDevAttrMemoryClockRate, 0)
-        err2, bus_bits = rt.cudaDeviceGetAttribute(attr.cudaDevAttrGlobalMemoryBusWidth, 0)
-        if int(err) == 0 and int(err2) == 0 and clock_khz and bus_bits:
-            return 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9  # double data rate
-    except Exception:
-        pass
-    try:
-        import cupy
-
-        props = cupy.cuda.runtime.getDeviceProperties(0)
-        if props.get("memoryClockRate") and props.get("memoryBusWidth"):
-            return 2 * props["memoryClockRate"] * 1e3 * props["memoryBusWidth"] / 8 / 1e9
-    except Exception:
-        pass
-    return _dram_from_nvml()
-
-
-def _dram_from_nvml() -> float | None:
-    """The same product from NVML, the driver's management library (nvidia-ml-py, a pinned
-    dependency): it needs only the driver, so it answers on any NVIDIA machine."""
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-            mhz = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM)
-            bits = pynvml.nvmlDeviceGetMemoryBusWidth(handle)
-        finally:
-            pynvml.nvmlShutdown()
-        if mhz and bits:
-            return 2 * mhz * 1e6 * bits / 8 / 1e9
-    except Exception:
-        pass
-    return None
 
 
 def local_gpu_spec() -> GpuSpec:
@@ -424,8 +390,8 @@ def require_tensor_cores(spec: GpuSpec) -> None:
 
 
 def banner_line(spec: GpuSpec | None, recorded: dict | None = None) -> str:
-    """One line for the top of a notebook: TVM version and the GPU (live or recorded); a second
-    line when the driver has a GPU that TVM cannot use, saying why."""
+    """Two short lines for the top of a notebook: TVM version and where the numbers come from, then
+    the GPU (live or recorded); a third when the driver has a GPU that TVM cannot use, saying why."""
     problem = driver.driver_problem(driver.driver_cuda_version(), gpu_available())
     return _banner(spec, recorded) + (f"\n{problem}" if problem else "")
 
@@ -435,20 +401,16 @@ def _banner(spec: GpuSpec | None, recorded: dict | None) -> str:
     simulated = simulated_spec()
     if spec is None and simulated is not None:
         also = "".join(f", {s.arch}" for s in simulated_specs()[1:])
-        return (f"{head} | no GPU: building every kernel for {simulated.arch}{also}, choosing as for a "
+        return (f"{head} | no GPU: building every kernel for {simulated.arch}{also}\nchoosing as for a "
                 f"{simulated.name} (COURSE_ARCH); results shown are recorded ones")
     if spec is not None:
         bw = f"{spec.dram_gbps:,.0f} GB/s" if spec.dram_gbps else "DRAM bandwidth unknown"
         tc = f", {spec.peak_fp16_tc_tflops:,.0f} TFLOP/s fp16 tensor core" if spec.has_tensor_cores else ""
-        return (
-            f"{head} | GPU: {spec.name} ({spec.arch}, {spec.sm_count} SMs @ {spec.clock_mhz:,.0f} MHz): "
-            f"{spec.peak_fp32_tflops:,.1f} TFLOP/s fp32{tc}, {bw} | running live"
-        )
+        return (f"{head} | running live\nGPU: {spec.name} ({spec.arch}, {spec.sm_count} SMs @ {spec.clock_mhz:,.0f} "
+                f"MHz): {spec.peak_fp32_tflops:,.1f} TFLOP/s fp32{tc}, {bw}")
     if recorded:
-        return (
-            f"{head} | no GPU: building for {DEFAULT_ARCH} and showing results recorded on "
-            f"{recorded['gpu']} on {recorded['date']} (TVM {recorded['tvm']})"
-        )
+        return (f"{head} | no GPU: building for {DEFAULT_ARCH}\nshowing results recorded on "
+                f"{recorded['gpu']} on {recorded['date']} (TVM {recorded['tvm']})")
     return f"{head} | no GPU: building for {DEFAULT_ARCH}; no recorded results to show"
 
 

@@ -19,6 +19,9 @@ import tvm
 
 from . import env
 
+#: The widest line a printed listing keeps: what a slide and a GitHub page show without scrolling.
+WIDTH = 120
+
 
 def _module(kernel) -> tvm.IRModule:
     """Accept a Schedule, an IRModule or a PrimFunc; return the IRModule."""
@@ -129,9 +132,16 @@ def cuda_listing(kernel, lines: int = 40, target=None) -> str:
     return fold_repeated_lines(cuda_source(kernel, target), lines)
 
 
-def fold_repeated_lines(text: str, lines: int = 40) -> str:
+def tir_listing(kernel, lines: int = 40) -> str:
+    """A schedule's TensorIR as TVMScript, shortened to fit a slide: nested loops indent by two
+    spaces instead of four, and long lines and listings are shortened as in `fit_listing`."""
+    mod = kernel.mod if isinstance(kernel, tvm.s_tir.Schedule) else kernel
+    return fit_listing(mod.script(indent_spaces=2), lines, comment="#")
+
+
+def fold_repeated_lines(text: str, lines: int = 40, width: int = WIDTH) -> str:
     """Show a run of consecutive lines that differ only in their numbers (unrolled code) as its
-    first line plus a count, and keep at most `lines` lines."""
+    first line plus a count, then shorten the result as in `fit_listing`."""
     out, prev = [], None
     for line in text.splitlines():
         shape = re.sub(r"\d+", "#", line)
@@ -141,9 +151,37 @@ def fold_repeated_lines(text: str, lines: int = 40) -> str:
             out.append([line, 0])
         prev = shape
     folded = [line + (f"  // ... and {n} more like it" if n else "") for line, n in out]
-    if len(folded) > lines:
-        folded = folded[:lines] + [f"// ... ({len(folded) - lines} more lines)"]
-    return "\n".join(folded)
+    return fit_listing("\n".join(folded), lines, width)
+
+
+def fit_listing(text: str, lines: int = 40, width: int = WIDTH, comment: str = "//") -> str:
+    """At most `lines` lines of at most `width` characters, so a listing reads on a slide and on
+    GitHub without scrolling: a long line wraps once (a longer one is cut, ending in " ..."), and
+    when the listing is longer, its last line counts the lines left out."""
+    rows = text.splitlines()
+    pieces = [_wrap(row, width) for row in rows]
+    if sum(map(len, pieces)) <= lines:
+        return "\n".join(line for piece in pieces for line in piece)
+    out = []
+    for n, piece in enumerate(pieces):
+        if len(out) + len(piece) > lines - 1:
+            return "\n".join(out + [f"{comment} ... ({len(rows) - n} more lines)"])
+        out += piece
+    return "\n".join(out)
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    """One line as one or two lines of at most `width` characters: broken at the last space that
+    fits, the rest indented four more; cut with " ..." if it is still too long."""
+    if len(line) <= width:
+        return [line]
+    indent = len(line) - len(line.lstrip())
+    cut = line.rfind(" ", indent + 1, width + 1)
+    cut = cut if cut > indent else width
+    rest = " " * (indent + 4) + line[cut:].lstrip()
+    if len(rest) > width:
+        rest = rest[: width - 4] + " ..."
+    return [line[:cut].rstrip(), rest]
 
 
 def nvcc_path() -> str | None:

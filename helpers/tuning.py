@@ -323,7 +323,7 @@ class TuningRun:
         head = f"measured {self.trials} candidates in {self.seconds:.0f} s ({self.failed} failed; {why})"
         if self.best is None:
             return head + "; no valid kernel found"
-        return head + f"; best in the database: {self.best.describe()}"
+        return head + f"\nbest in the database: {self.best.describe()}"
 
 
 def tune(func, work_dir, *, trials: int, minutes: float | None = None, space="cuda", target=None,

@@ -96,7 +96,25 @@ def test_unrolled_lines_fold_into_one():
     text = "\n".join(["float acc[4];"] + [f"  acc[{i}] = acc[{i}] + a[{i}] * b;" for i in range(4)] + ["}"])
     assert kernels.fold_repeated_lines(text).splitlines() == [
         "float acc[4];", "  acc[0] = acc[0] + a[0] * b;  // ... and 3 more like it", "}"]
-    assert kernels.fold_repeated_lines(text, lines=1).splitlines() == ["float acc[4];", "// ... (2 more lines)"]
+    # at most `lines` lines, the count of those left out included
+    assert kernels.fold_repeated_lines(text, lines=2).splitlines() == ["float acc[4];", "// ... (2 more lines)"]
+
+
+def test_listings_fit_a_slide():
+    short, medium, huge = "x = 1", "  y = " + " + ".join(["a"] * 50), "  z = " + "b" * 300
+    lines = kernels.fit_listing("\n".join([short, medium, huge]), width=120).splitlines()
+    assert lines[0] == short and all(len(line) <= 120 for line in lines)
+    assert lines[1] + " " + lines[2].strip() == medium and lines[2].startswith("      + a")  # wrapped once, indented
+    assert lines[3:] == ["  z =", "      " + "b" * 110 + " ..."]  # too long for two lines: cut
+    many = kernels.fit_listing("\n".join(f"line {i}" for i in range(100)), lines=40, comment="#").splitlines()
+    assert len(many) == 40 and many[-1] == "# ... (61 more lines)" and many[-2] == "line 38"
+
+
+def test_tensorir_listing_indents_by_two(vector_add):
+    listing = kernels.tir_listing(vector_add)
+    full = vector_add.mod.script() if hasattr(vector_add, "mod") else vector_add.script()
+    assert "\n  @T.prim_func" in listing and "\n    @T.prim_func" in full
+    assert len(listing.splitlines()) <= 40 and max(map(len, listing.splitlines())) <= 120
 
 
 def test_cuda_listing_is_the_kernel_shortened_never_changed():

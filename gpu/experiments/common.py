@@ -407,8 +407,10 @@ def notebook_code(notebook: str, *markers: str):
 
 def notebook_template(name: str, edits: dict | None = None):
     """The schedule function `name` as notebook 06 defines it: the one code cell holding `def name(`,
-    run on its own. `edits` (old text: new text, each old text found exactly once) makes a variant."""
-    found = [c for c in code_cells("06_metaschedule_tuning") if f"def {name}(" in c]
+    run with the cells defining the functions it calls (its steps sit in cells of their own).
+    `edits` (old text: new text, each old text found exactly once) makes a variant."""
+    cells = code_cells("06_metaschedule_tuning")
+    found = [c for c in cells if f"def {name}(" in c]
     if len(found) != 1:
         raise LookupError(f"notebook 06 has {len(found)} code cells defining {name}: expected one")
     src = found[0]
@@ -416,7 +418,27 @@ def notebook_template(name: str, edits: dict | None = None):
         if src.count(old) != 1:
             raise ValueError(f"{name} in notebook 06 holds {old!r} {src.count(old)} times: expected once")
         src = src.replace(old, new)
-    return getattr(import_code(src, f"notebook06_{name}"), name)
+    return getattr(import_code("\n\n\n".join(_cells_called_by(src, cells) + [src]), f"notebook06_{name}"), name)
+
+
+def _cells_called_by(src: str, cells: list[str]) -> list[str]:
+    """The cells (in notebook order) that define a function `src` calls, and those their functions call."""
+    def defined(cell):
+        try:
+            return {n.name for n in ast.parse(cell).body if isinstance(n, ast.FunctionDef)}
+        except SyntaxError:  # a cell with IPython magic
+            return set()
+
+    def called(code):
+        return {n.func.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+
+    wanted, todo, chosen = set(), called(src) - defined(src), []
+    while todo:
+        wanted |= todo
+        new = [c for c in cells if c != src and c not in chosen and defined(c) & todo]
+        chosen += new
+        todo = set().union(*(called(c) for c in new)) - wanted if new else set()
+    return [c for c in cells if c in chosen]
 
 
 # ------------------------------------------------------------------ schedule pieces of several topics
