@@ -19,7 +19,8 @@ from .bench import (Measurement, Session, WrongResult, check_args, cublas_time, 
                     run, start, time_function)
 from .env import (DEFAULT_ARCH, GpuSpec, arch_constants, device, dram_gbps, gpu_available, listing_target,
                   local_gpu_spec, make_target, require_tensor_cores)
-from .kernels import build, cuda_listing, cuda_source, nvcc_path, occupancy, ptx, ptxas_report, require_divides
+from .kernels import (build, cuda_listing, cuda_source, fit_listing, nvcc_path, occupancy, ptx, ptxas_report,
+                      require_divides, tir_listing)
 from .records import RecordError
 
 #: What loads on first use, by module: the name a notebook uses -> the module that defines it.
