@@ -78,7 +78,9 @@ class Measurement:
             return f"{self.name}: no recorded result on {self.gpu} (run it on a GPU to see it)"
         err = f", rel. error {self.rel_err:.1e}" if self.rel_err is not None else ""
         rate = self.rate()
-        return f"{self.name}: {self.ms:.4f} ms{', ' + rate if rate else ''}{err}  [{self.label()}]"
+        line, where = f"{self.name}: {self.ms:.4f} ms{', ' + rate if rate else ''}{err}", f"[{self.label()}]"
+        # one line when it fits a slide's 120 characters; else where it comes from goes under it
+        return f"{line}  {where}" if len(line) + 2 + len(where) <= 120 else f"{line}\n    {where}"
 
     def to_record(self) -> dict:
         d = dataclasses.asdict(self)
