@@ -31,22 +31,9 @@ WIDTH = 120  # characters in one line of output
 #: passes, so the list only shrinks.
 _MEASUREMENT = ("a measurement line over 120 characters: helpers.bench.Measurement.__str__ must print "
                 "narrower lines (issue 20's file), then a GPU re-run")
-_RERUN = "its code now prints narrower lines: needs a GPU re-run for the committed output"
 AWAITING: dict[tuple[str, str], str] = {
-    **{("01_vector_add", cid): _MEASUREMENT for cid in ["cb5a7a78"]},
-    **{("03_matmul_local_blocking", cid): _MEASUREMENT for cid in ["e6c35db8", "f717accc", "9eeec018", "8c7b47e8"]},
-    ("03_matmul_local_blocking", "5e4cacc8"): "helpers.plots.table's rows are over 120 characters (issue 22b's file), then a GPU re-run",
-    **{("04_matmul_shared_blocking", cid): _MEASUREMENT for cid in [
-        "c66f4be2", "bcbab85a", "80fd4060", "5af6b691", "4c68b08d", "cd637e88", "9e8dd0a3", "5ed97603"]},
-    **{("05_tensor_core_tensorization", cid): _MEASUREMENT for cid in [
-        "3068cff4", "b08a6ac9", "4200386f", "6bf2d2a7", "a0205a7c"]},
-    **{("06_metaschedule_tuning", cid): _MEASUREMENT for cid in [
-        "6384379d", "acfb778f", "2e30c6bf", "69ef7ce3", "1a65dc97", "6d53b85a"]},
-    ("07_hopper_wgmma_tma", "95bf1db6"): _MEASUREMENT,
-    ("02_window_sum", "b8017787"): _RERUN,
-    ("06_metaschedule_tuning", "d84790a0"): _RERUN,  # helpers.tuning.TuningRun
-    ("06_metaschedule_tuning", "90fa78b6"): _RERUN,
-    ("07_hopper_wgmma_tma", "5fe3f1b7"): _RERUN,
+    ("03_matmul_local_blocking", "f717accc"): _MEASUREMENT,
+    ("03_matmul_local_blocking", "5e4cacc8"): "helpers.plots.table's rows are over 120 characters (long kernel names)",
     ("07_hopper_wgmma_tma", "fffe078c"): "hopper_matmul is one TIRx kernel of 126 lines, not yet split into steps",
 }
 #: Cells whose output prints a measurement's name with a maintainer's word in it: the name is also its
