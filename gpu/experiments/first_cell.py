@@ -87,7 +87,8 @@ def main(argv=None) -> int:
 
     now = datetime.datetime.now(datetime.timezone.utc)
     print(f"# {machine()}, {now:%Y-%m-%d %H:%M} UTC, apache-tvm {metadata.version('apache-tvm')}, "
-          f"Python {platform.python_version()}; helpers from {args.tree}")
+          f"Python {platform.python_version()}; helpers from "
+          f"{'this checkout' if args.tree.resolve() == HERE else args.tree}")
     print(f"# python3 gpu/experiments/first_cell.py {' '.join(sys.argv[1:] if argv is None else argv)}")
     print(f"{'notebook':32} {'runs (s)':>24} {'median':>7}")
     for path in paths:
