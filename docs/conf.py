@@ -67,10 +67,9 @@ def _notebook_links(app, pagename, templatename, context, doctree):
     if pagename != f"notebooks/{name}" or name not in NOTEBOOKS or "body" not in context:
         return
     url = colab.colab_url(colab.repository(), name)
-    opener = (f'<a class="course-colab" href="{html.escape(url)}">Open in Colab</a>' if url else
-              '<span class="course-colab-note">Open in Colab: not yet (the course has no public repository '
-              'yet; run it on your machine)</span>')
-    links = (f'<p class="course-links">{opener} &middot; '
+    # without a repository the notebook's own first cell already says "Open in Colab: not yet"
+    opener = f'<a class="course-colab" href="{html.escape(url)}">Open in Colab</a> &middot; ' if url else ""
+    links = (f'<p class="course-links">{opener}'
              f'<a class="course-download" href="{name}.ipynb" download>Download {name}.ipynb</a></p>')
     context["body"] = links + context["body"]
 
