@@ -110,6 +110,11 @@ def with_badge(title_markdown: str, line: str) -> str:
     return f"{title}\n\n{line}\n\n{body}" if body else f"{title}\n\n{line}"
 
 
+def setup_cells(nb) -> list:
+    """The cells of `nb` tagged as its setup cell (one, once generated)."""
+    return [c for c in nb["cells"] if SETUP_TAG in c.get("metadata", {}).get("tags", [])]
+
+
 def _setup_cell():
     import nbformat
 
@@ -123,8 +128,8 @@ def apply(nb: dict, name: str, repository: str | None) -> dict:
     first = cells[0]
     assert first["cell_type"] == "markdown", f"{name}: the first cell must be the title (markdown)"
     first["source"] = with_badge("".join(first["source"]), badge(repository, name))
-    old = [i for i, c in enumerate(cells) if SETUP_TAG in c.get("metadata", {}).get("tags", [])]
-    cell = cells[old[0]] if old else _setup_cell()
+    old = setup_cells(nb)
+    cell = old[0] if old else _setup_cell()
     if not old:
         cells.insert(next(i for i, c in enumerate(cells) if c["cell_type"] == "code"), cell)
     cell["id"] = SETUP_TAG  # a fixed id: regenerating, or merging two branches, finds the same cell
@@ -181,7 +186,7 @@ def problems(repository: str | None, notebooks: list[Path], readme: Path | None 
         expected = apply(copy.deepcopy(nb), path.stem, repository)
         if "".join(nb["cells"][0]["source"]) != expected["cells"][0]["source"]:
             found.append(f"{path.name}: its badge line is not `{badge(repository, path.stem)}`")
-        setup = [c for c in nb["cells"] if SETUP_TAG in c.get("metadata", {}).get("tags", [])]
+        setup = setup_cells(nb)
         first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
         if not setup:
             found.append(f"{path.name}: no setup cell (a code cell tagged {SETUP_TAG!r})")

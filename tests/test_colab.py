@@ -36,7 +36,7 @@ def test_badges_and_setup_cells_follow_the_repository_setting():
 def test_a_badge_or_setup_cell_that_disagrees_with_the_setting_is_found(tmp_path, tamper):
     path = tmp_path / "01_vector_add.ipynb"
     nb = colab.apply(nbformat.read(NOTEBOOKS[1], as_version=4), path.stem, EXAMPLE)
-    setup = next(c for c in nb.cells if colab.SETUP_TAG in c.metadata.get("tags", []))
+    setup = colab.setup_cells(nb)[0]
     if tamper == "badge":
         nb.cells[0].source = nb.cells[0].source.replace("/OWNER/NAME/", "/OWNER/OTHER/")
     elif tamper == "setup":
@@ -55,11 +55,11 @@ def test_generating_for_a_github_repository_writes_colab_links_once(tmp_path):
     assert colab.generate(EXAMPLE, paths, readme) == []  # idempotent
     assert colab.problems(EXAMPLE, paths, readme) == []
     link = "https://colab.research.google.com/github/OWNER/NAME/blob/main/notebooks/01_vector_add.ipynb"
-    first = nbformat.read(paths[1], as_version=4).cells[0].source.splitlines()
+    nb = nbformat.read(paths[1], as_version=4)
+    first = nb.cells[0].source.splitlines()
     assert first[2] == f"[![Open In Colab]({colab.BADGE_IMAGE})]({link})"
     assert sum(link in line for line in readme.read_text().splitlines()) == 1
-    cells = nbformat.read(paths[1], as_version=4).cells
-    setups = [c for c in cells if colab.SETUP_TAG in c.metadata.get("tags", [])]
+    setups = colab.setup_cells(nb)
     assert len(setups) == 1 and f"REPOSITORY = {EXAMPLE!r}" in setups[0].source
 
 
@@ -168,7 +168,7 @@ def test_colab_runtime_simulated(tmp_path, monkeypatch):
         nb.cells.append(nbformat.v4.new_code_cell("import os, helpers; print(os.getcwd()); print(helpers.__file__)"))
         NotebookClient(nb, kernel_name="colab-sim", timeout=1200, startup_timeout=600,
                        resources={"metadata": {"path": str(content)}}).execute()
-        setup = next(c for c in nb.cells if colab.SETUP_TAG in c.metadata.get("tags", []))
+        setup = colab.setup_cells(nb)[0]
         setup_lines.append("".join(o.get("text", "") for o in setup.outputs).strip())
         where = "".join(o.get("text", "") for o in nb.cells[-1].outputs).split()
         assert where == [str(content / "course" / "notebooks"), str(content / "course" / "helpers" / "__init__.py")]
