@@ -61,3 +61,49 @@ def test_save_measurement_writes_the_documented_file(tmp_path):
     assert data == {"format": records.FORMAT_VERSION, "notebook": "01_vector_add", "gpu": "NVIDIA Test GPU 80GB",
                     "device": device, "measurements": {"add": {"name": "add", "ms": 0.5}, "copy": {"name": "copy", "ms": 2.0}}}
     assert records.gpu_slug("--NVIDIA--") == "nvidia"
+
+
+def test_what_a_broken_file_lacks_is_named_with_the_way_out(tmp_path):
+    """The message says which keys are missing (all of them when the JSON is not even an object,
+    'a measurements table' when that is not a table) and how to get the file back."""
+    folder = tmp_path / "test-gpu"
+    folder.mkdir()
+    cases = {'[1, 2]': "lacks ['gpu', 'measurements']: it is not a course results file",
+             '"gpu and measurements"': "lacks ['gpu', 'measurements']: it is not a course results file",
+             '3': "lacks ['gpu', 'measurements']: it is not a course results file",
+             '{"gpu": "x"}': "lacks ['measurements']: it is not a course results file",
+             '{"gpu": "x", "measurements": [1]}': "lacks ['a measurements table']: it is not a course results file"}
+    for text, why in cases.items():
+        (folder / "03.json").write_text(text)
+        with pytest.raises(records.RecordError) as err:
+            records.load(folder / "03.json")
+        assert str(err.value) == f"results file 03.json in test-gpu/ {why}"
+    (folder / "03.json").write_text("{")
+    with pytest.raises(records.RecordError, match=r"not valid JSON \(.*\); restore it with git or re-record it on a GPU$"):
+        records.load(folder / "03.json")
+
+
+def test_the_recorded_gpu_is_the_h100_unless_overridden(monkeypatch):
+    monkeypatch.delenv("COURSE_RECORDED_GPU", raising=False)
+    assert records.recorded_gpu() == records.DEFAULT_RECORDED_GPU == "nvidia-h100-80gb-hbm3"
+    assert records.results_path("01_vector_add").parts[-3:] == ("results", "nvidia-h100-80gb-hbm3", "01_vector_add.json")
+    monkeypatch.setenv("COURSE_RECORDED_GPU", "tesla-t4")
+    assert records.results_path("01_vector_add", root=records.Path("r")) == records.Path("r/tesla-t4/01_vector_add.json")
+
+
+def test_records_are_read_from_the_folder_given(results_dir, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    device = {"name": "Test GPU", "sm_count": 1}
+    records.save_measurement("01_vector_add", {"name": "add", "ms": 1.0}, device, root=elsewhere)
+    assert records.recorded("01_vector_add", "add") is None  # not in the default folder
+    assert records.recorded("01_vector_add", "add", root=elsewhere) == {"name": "add", "ms": 1.0}
+    assert records.recorded_device(root=elsewhere) == device
+
+
+def test_the_device_comes_from_the_first_file_that_has_one(results_dir):
+    folder = results_dir / "test-gpu"
+    folder.mkdir()
+    (folder / "00_setup.json").write_text(json.dumps({"gpu": "Test GPU", "measurements": {}}))
+    (folder / "01_vector_add.json").write_text(json.dumps({"gpu": "Test GPU", "measurements": {}, "device": {"name": "A"}}))
+    (folder / "02_window_sum.json").write_text(json.dumps({"gpu": "Test GPU", "measurements": {}, "device": {"name": "B"}}))
+    assert records.recorded_device() == {"name": "A"}
