@@ -40,10 +40,11 @@ _OFFSETS = sorted(((dx, dy) for dx in (6, -6, 20, -20, 40, -40, 70, -70, 110, -1
                    for dy in range(-150, 151, 10)), key=lambda o: (abs(o[0]) / 2 + abs(o[1]), o[0] < 0, o[1]))
 
 
-def place_labels(ax, points, names, avoid=()) -> None:
-    """Write each name near its point where it overlaps no label already placed, no point, nor
-    the boxes in `avoid` (e.g. the legend), and stays inside the axes; away from its point, a thin
-    leader line joins them. Points are taken in the order given (the most important first)."""
+def place_labels(ax, points, names, avoid=(), unnamed=()) -> None:
+    """Write each name near its point where it overlaps no label already placed, no point (named,
+    or drawn `unnamed`), nor the boxes in `avoid` (e.g. the legend), and stays inside the axes;
+    away from its point, a thin leader line joins them. Points are taken in the order given (the
+    most important first)."""
     from matplotlib.transforms import Bbox
 
     renderer = ax.figure.canvas.get_renderer()
@@ -53,7 +54,8 @@ def place_labels(ax, points, names, avoid=()) -> None:
     scale = ax.figure.dpi / 72  # pixels per point
     pixels = [ax.transData.transform(xy) for xy in points]
     dot = 4 * scale
-    taken = list(avoid) + [Bbox.from_extents(px - dot, py - dot, px + dot, py + dot) for px, py in pixels]
+    dots = pixels + [ax.transData.transform(xy) for xy in unnamed]
+    taken = list(avoid) + [Bbox.from_extents(px - dot, py - dot, px + dot, py + dot) for px, py in dots]
     for (px, py), xy, name in zip(pixels, points, names):
         probe = ax.text(0, 0, name, fontsize=8)
         box = probe.get_window_extent(renderer)
@@ -145,7 +147,8 @@ def roofline(spec: GpuSpec, points: list[Measurement] = (), *, measured_bandwidt
         shown = sorted(_to_label(pts, labels), key=lambda p: -p.tflops)
         renderer = fig.canvas.get_renderer()
         place_labels(ax, [(p.intensity, p.tflops) for p in shown], [p.name for p in shown],
-                     avoid=[legend.get_window_extent(renderer)])
+                     avoid=[legend.get_window_extent(renderer)],
+                     unnamed=[(p.intensity, p.tflops) for p in pts if p not in shown])
     return fig
 
 
