@@ -139,3 +139,187 @@ def test_the_series_roofline_names_the_best_of_each_notebook_and_cublas():
     assert sorted(t.get_text() for t in fig.axes[0].texts) == sorted(list(best.values()) + ["cuBLAS fp32"])
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "03_matmul_local_blocking: 10 kernels" in legend
+
+
+# ---------------------------------------------------------------- what each chart says
+
+
+def _legend(ax):
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_roofline_says_each_ceiling_and_axis():
+    """The legend gives every roof's value, theoretical ones dashed and measured ones solid; the
+    axes say what they measure; without a title the chart names its GPU."""
+    fig = helpers.roofline(H100, [_m("k", 1.0, flops=1e12, bytes=1e10)], measured_bandwidth=3000,
+                           measured_compute={"cuBLAS fp32": 51.6, "cuBLAS fp16": 685.1}, tensor_core=True)
+    ax = fig.axes[0]
+    assert _legend(ax) == ["fp32 peak: 67 TFLOP/s", "fp16 tensor-core peak: 989 TFLOP/s", "DRAM peak: 3,352 GB/s",
+                           "measured copy: 3,000 GB/s", "cuBLAS fp32: 51.6 TFLOP/s (measured)",
+                           "cuBLAS fp16: 685.1 TFLOP/s (measured)"]
+    styles = {line.get_label(): line.get_linestyle() for line in ax.lines}
+    assert [styles[s] for s in _legend(ax)] == ["--", "--", "--", "-", "-", "-"]
+    looks = [(matplotlib.colors.to_hex(line.get_color()), line.get_linestyle()) for line in ax.lines
+             if line.get_label() in _legend(ax)]
+    assert len(set(looks)) == len(looks), "two roofs that look alike"
+    assert ax.get_xlabel() == "arithmetic intensity (FLOP per byte of DRAM traffic)" and ax.get_ylabel() == "TFLOP/s"
+    assert ax.get_title() == "Roofline of NVIDIA H100 80GB HBM3\n(recorded on Test GPU, 2026-11-22)"
+    assert ax.xaxis._major_tick_kw["gridOn"] and ax.xaxis._minor_tick_kw["gridOn"]
+    # the measured copy roof rises until the highest compute anyone reached (here cuBLAS fp16)
+    copy = next(line for line in ax.lines if line.get_label().startswith("measured copy"))
+    assert max(copy.get_ydata()) == pytest.approx(685.1)
+    # the roofs span intensities from 1/100 to 10,000 FLOP per byte
+    assert (min(copy.get_xdata()), max(copy.get_xdata())) == (pytest.approx(1e-2), pytest.approx(1e4))
+
+
+def test_roofline_without_a_spec_says_why():
+    with pytest.raises(ValueError, match=r"^no GPU spec: a roofline needs a GPU's \(live or recorded\) peaks$"):
+        helpers.roofline(None)
+
+
+def test_roofline_draws_only_kernels_with_a_rate_and_an_intensity():
+    kept = _m("kept", 1.0, flops=1e12, bytes=1e10)
+    fig = helpers.roofline(H100, [kept, _m("no bytes", 1.0, flops=1e12), _m("no flops", 1.0, bytes=1e10),
+                                  helpers.Measurement("missing", ms=None, flops=1e12, bytes=1e10, source="missing")])
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.texts] == ["kept"]
+    assert [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.lines if line.get_marker() == "o"] == [(100.0, 1000.0)]
+    # the view holds every point with room for its label: from a third of the slowest to 4x the fastest
+    assert ax.get_ylim()[0] <= 1000.0 / 3 and ax.get_ylim()[1] == pytest.approx(4000.0)
+
+
+def test_roofline_colours_points_by_notebook():
+    """With several notebooks, a notebook's kernels share a colour, its legend entry's; with one,
+    each kernel has its own colour."""
+    pts = [dataclasses.replace(_m(f"k{i}", 1.0 + i, flops=1e12, bytes=1e10), notebook=nb)
+           for i, nb in enumerate(["03", "04", "03", ""])]
+    ax = helpers.roofline(H100, pts).axes[0]
+    dots = [line for line in ax.lines if line.get_marker() == "o"]
+    drawn, legend = dots[:4], {line.get_label(): line.get_color() for line in dots[4:]}
+    assert list(legend) == ["other: 1 kernel", "03: 2 kernels", "04: 1 kernel"]
+    assert [d.get_color() for d in drawn] == [legend["03: 2 kernels"], legend["04: 1 kernel"],
+                                              legend["03: 2 kernels"], legend["other: 1 kernel"]]
+    assert len(set(legend.values())) == 3 and not set(legend.values()) & {"C0", "C1", "C3", "C4"}  # not a roof's
+    assert _legend(ax)[-3:] == list(legend)
+    one = helpers.roofline(H100, [dataclasses.replace(p, notebook="03") for p in pts[:2]]).axes[0]
+    colours = [line.get_color() for line in one.lines if line.get_marker() == "o"]
+    assert len(set(colours)) == 2 and not set(colours) & {"C0", "C1", "C3", "C4"}
+    assert not any("kernel" in s for s in _legend(one))
+
+
+def test_which_points_are_named():
+    pts = [dataclasses.replace(_m(f"k{i}", 1.0 + i, flops=1e12, bytes=1e10), notebook="03") for i in range(9)]
+    named = lambda labels, points=pts: sorted(t.get_text() for t in helpers.roofline(H100, points, labels=labels).axes[0].texts)
+    assert named("auto", pts[:8]) == [f"k{i}" for i in range(8)]  # a few: all of them
+    assert named("auto") == ["k0"]  # many: the fastest of the notebook
+    assert named("all") == [f"k{i}" for i in range(9)]
+    assert named("none") == []
+    assert named({"k3", "k5"}) == ["k3", "k5"]
+    # a cuBLAS run is named beside the fastest kernel of its own notebook; of equals, the first
+    cublas = dataclasses.replace(_m("cuBLAS fp32", 3.0, flops=1e12, bytes=1e10), notebook="03")
+    twin = dataclasses.replace(pts[0], name="k0 again")
+    assert named("auto", pts + [twin, cublas]) == ["cuBLAS fp32", "k0"]
+
+
+def _dots_and_labels(fig):
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    dots = [ax.transData.transform((line.get_xdata()[0], line.get_ydata()[0]))
+            for line in ax.lines if line.get_marker() == "o" and len(line.get_xdata())]
+    return ax, dots, [(a, matplotlib.text.Text.get_window_extent(a)) for a in ax.texts]
+
+
+@pytest.mark.parametrize("kind", ["series roofline", "04 roofline"])
+def test_names_cover_no_point_and_stay_inside(kind):
+    """A point's name never hides a point, stays inside the axes, and when it had to move away
+    from its point a thin grey line leads back to it."""
+    fig = CHARTS[kind]()
+    ax, dots, labels = _dots_and_labels(fig)
+    inside = ax.get_window_extent()
+    for a, box in labels:
+        assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1, a.get_text()
+        assert not [d for d in dots if box.x0 - 1 < d[0] < box.x1 + 1 and box.y0 - 1 < d[1] < box.y1 + 1], a.get_text()
+        dx, dy = a.xyann
+        assert (a.arrow_patch is None) == (abs(dx) <= 6 and abs(dy) <= 10), (a.get_text(), a.xyann)
+        assert a.get_ha() == ("right" if dx < 0 else "left")
+    assert any(a.arrow_patch is not None for a, _ in labels) and any(a.arrow_patch is None for a, _ in labels)
+    plt.close(fig)
+
+
+def test_a_name_goes_beside_its_point_or_to_its_left_at_the_edge():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 10)
+    helpers.plots.place_labels(ax, [(5, 5), (9.9, 2)], ["middle", "at the right edge"])
+    middle, edge = ax.texts
+    assert middle.xyann == (6, 0) and middle.get_ha() == "left" and middle.arrow_patch is None
+    fig.canvas.draw()
+    box = matplotlib.text.Text.get_window_extent(edge)
+    assert edge.xyann[0] < 0 and edge.get_ha() == "right" and box.x1 < ax.transData.transform((9.9, 2))[0]
+    assert (ax.get_xlim(), ax.get_ylim()) == ((0, 10), (0, 10))
+    plt.close(fig)
+
+
+def test_versus_baseline_says_what_it_compares():
+    kernels = [_m("a", 2.0, flops=1e12), _m("no rate", 1.0), helpers.Measurement("gone", ms=None, flops=1e12, source="missing")]
+    ax = helpers.versus_baseline(kernels, _m("cuBLAS", 1.0, flops=1e12)).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "cuBLAS"]  # the kernels first, the baseline last
+    colours = [matplotlib.colors.to_hex(b.get_facecolor()) for b in ax.patches]
+    assert colours[0] != colours[1], "the baseline's bar stands out"
+    assert ax.get_xlabel() == "TFLOP/s" and ax.get_title() == "Against cuBLAS\n(recorded on Test GPU, 2026-11-22)"
+    assert ax.get_xlim() == (0, pytest.approx(1350.0))  # from zero, with room for the longest bar's text
+    assert all(t.get_va() == "center" for t in ax.texts)
+    with pytest.raises(ValueError, match="baseline 'cuBLAS' has no result"):
+        helpers.versus_baseline(kernels, _m("cuBLAS", 1.0))  # a time but no rate
+
+
+def test_sweep_says_what_it_measures():
+    ms = [_m("t1", 2.0, flops=1e12, bytes=1e9), helpers.Measurement("gone", ms=None, source="missing"),
+          _m("t3", 4.0, flops=1e12, bytes=1e9)]
+    ax = helpers.sweep([64, 128, 256], ms, xlabel="threads per block", ceiling=3000.0).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["64", "256"]  # the missing one left out
+    assert ax.get_xlabel() == "threads per block" and ax.get_ylabel() == "GB/s"
+    assert ax.lines[0].get_marker() == "o" and ax.lines[0].get_linestyle() == "-"
+    assert _legend(ax) == ["ceiling"] and ax.lines[1].get_linestyle() == "--"
+    assert ax.lines[1].get_color() != ax.lines[0].get_color()
+    assert ax.xaxis._major_tick_kw["gridOn"]
+    tf = helpers.sweep([64, 128, 256], ms, xlabel="x", metric="tflops", ceiling=60, ceiling_label="cuBLAS").axes[0]
+    assert tf.get_ylabel() == "TFLOP/s" and _legend(tf) == ["cuBLAS"]
+    assert not helpers.sweep([1], ms[:1], xlabel="x").axes[0].get_legend()  # no ceiling, no legend
+
+
+def test_heatmap_cells_ticks_and_colour_bar():
+    """Values below 60% of the largest sit on viridis' dark end and are written in white; the rest
+    in black; a NaN cell is left blank; the colour bar says the unit."""
+    fig = helpers.heatmap([[5.9, 6.0], [10.0, float("nan")]], [16, 32], ["a", "b"], xlabel="tile x", ylabel="tile y",
+                          source=[_m("k", 1.0)])
+    ax, bar = fig.axes
+    assert [(t.get_text(), t.get_color()) for t in ax.texts] == [("5.9", "white"), ("6.0", "black"), ("10.0", "black")]
+    assert [t.get_position() for t in ax.texts] == [(0, 0), (1, 0), (0, 1)]
+    assert all(t.get_ha() == "center" and t.get_va() == "center" for t in ax.texts)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["16", "32"]
+    assert (ax.get_xlabel(), ax.get_ylabel(), bar.get_ylabel()) == ("tile x", "tile y", "TFLOP/s")
+    image = ax.images[0]
+    assert image.get_cmap().name == "viridis" and bool(np.ma.getmaskarray(image.get_array())[1, 1])
+    assert bar.get_position().x0 > ax.get_position().x1  # the bar beside this heatmap
+    assert ax.get_title() == "(recorded on Test GPU, 2026-11-22)"
+    gbps = helpers.heatmap(np.ones((1, 1), int), [1], [1], xlabel="x", ylabel="y", unit="GB/s", title="Copy")
+    assert gbps.axes[1].get_ylabel() == "GB/s" and gbps.axes[0].get_title() == "Copy"
+
+
+def test_charts_draw_into_the_axes_given():
+    fig, axes = plt.subplots(1, 4)
+    pts = [_m("k", 1.0, flops=1e12, bytes=1e10)]
+    assert helpers.roofline(H100, pts, ax=axes[0]) is fig
+    assert helpers.versus_baseline(pts, pts[0], ax=axes[1]) is fig
+    assert helpers.sweep([1], pts, xlabel="x", ax=axes[2]) is fig
+    assert helpers.heatmap([[1.0]], [1], [1], xlabel="x", ylabel="y", ax=axes[3]) is fig
+    assert [len(ax.lines) + len(ax.patches) + len(ax.images) > 0 for ax in axes] == [True] * 4
+    plt.close(fig)
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
