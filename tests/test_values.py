@@ -120,3 +120,43 @@ def test_sweep_plots_the_metric(metric, values):
 def test_heatmap_writes_each_value():
     ax = helpers.heatmap(np.array([[1.25, np.nan], [30.0, 4.0]]), [1, 2], ["a", "b"], xlabel="x", ylabel="y").axes[0]
     assert [t.get_text() for t in ax.texts] == ["1.2", "30.0", "4.0"]
+
+
+def test_table_rows_for_missing_live_and_bare_measurements():
+    """A missing record reads as dashes and carries on to the next row; a live one says live; a
+    kernel with no FLOP, bytes or error leaves those cells empty, and nothing to compare with leaves
+    'vs baseline' empty."""
+    missing = helpers.Measurement("gone", ms=None, source="missing")
+    live = helpers.Measurement("live one", ms=MS, flops=FLOP, source="live", gpu="Test GPU", date="2026-11-24")
+    bare = _m("bare", 1.5)
+    rows = _columns(helpers.table([missing, live, bare]))
+    assert rows == [
+        {"kernel": "gone", "ms": "-", "TFLOP/s": "-", "GB/s": "-", "rel. error": "-", "vs baseline": "-", "source": "no record"},
+        {"kernel": "live one", "ms": "2.0000", "TFLOP/s": "2,000.00", "GB/s": "", "rel. error": "", "vs baseline": "",
+         "source": "live"},
+        {"kernel": "bare", "ms": "1.5000", "TFLOP/s": "", "GB/s": "", "rel. error": "", "vs baseline": "",
+         "source": "recorded 2026-11-22"}]
+    # a baseline without a result, or a kernel without a rate, compares with nothing
+    (row,) = _columns(helpers.table([_m("k", MS, flops=FLOP)], baseline=missing, ceiling_gbps=4000.0))
+    assert row["vs baseline"] == ""
+    (row,) = _columns(helpers.table([_m("k", MS, bytes=BYTES)], baseline=_m("cuBLAS", 1.0, flops=FLOP)))
+    assert row["vs baseline"] == ""
+
+
+def test_text_table_is_left_aligned_without_trailing_spaces():
+    text = helpers.text_table([("kernel", "ms"), ("a", "10.0"), ("longer name", "1")])
+    assert text == ("kernel       ms\n"
+                    "-----------  ----\n"
+                    "a            10.0\n"
+                    "longer name  1")
+
+
+def test_charts_say_where_and_when_their_numbers_come_from():
+    note = helpers.plots._source_note
+    day = lambda d, **kw: helpers.Measurement("k", ms=1.0, source=kw.get("source", "recorded"), gpu=kw.get("gpu", "G"), date=d)
+    assert note([day("2026-11-22"), day("2026-11-20"), day("2026-11-21")]) == "recorded on G, 2026-11-20 to 2026-11-22"
+    assert note([day("2026-11-22"), day("2026-11-22")]) == "recorded on G, 2026-11-22"
+    assert note([day("")]) == "recorded on G"  # no day known: none said
+    assert note([day("2026-11-22"), day("2026-11-24", source="live", gpu="H")]) == \
+        "recorded on G, 2026-11-22; live on H, 2026-11-24"
+    assert note([helpers.Measurement("gone", ms=None, source="missing", gpu="X", date="2026-01-01")]) == ""
