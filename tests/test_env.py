@@ -1,4 +1,5 @@
 import dataclasses
+import json
 import sys
 import types
 
@@ -180,3 +181,149 @@ def test_simulated_architecture(monkeypatch):
 def test_driver_problems_in_one_sentence(cuda, sees, expected):
     problem = helpers.driver.driver_problem(cuda, sees)
     assert problem == expected if expected is None else expected in problem
+
+
+# ---------------------------------------------------------------- what a driver reports, faked
+
+
+def test_the_local_spec_reads_the_devices_attributes(monkeypatch):
+    """A GPU's spec comes from its device attributes (the clock in kHz, the opt-in shared memory
+    from the driver); a GPU whose bandwidth nobody knows gets none rather than an error."""
+    dev = types.SimpleNamespace(device_name="NVIDIA Imaginary X1", compute_version="8.9", multi_processor_count=58,
+                                max_clock_rate=2_040_000, l2_cache_size_bytes=48 << 20, max_shared_memory_per_block=49152,
+                                total_global_memory=22 << 30)
+    monkeypatch.setattr(env, "device", lambda: dev)
+    monkeypatch.setattr(env.driver, "max_shared_memory_per_block_optin", lambda: 101376)
+    monkeypatch.setattr(env, "_dram_from_driver", lambda: None)
+    assert env.local_gpu_spec() == helpers.GpuSpec(
+        name="NVIDIA Imaginary X1", compute_capability="8.9", sm_count=58, clock_mhz=2040.0, dram_gbps=None,
+        l2_bytes=48 << 20, shared_memory_per_block=49152, global_memory_bytes=22 << 30, shared_memory_per_block_optin=101376)
+    dev.device_name = "NVIDIA L4"
+    assert env.local_gpu_spec().dram_gbps == 300  # by name, from its data sheet
+    monkeypatch.setattr(env, "_dram_from_driver", lambda: 299.5)
+    assert env.dram_gbps("NVIDIA L4") == env.local_gpu_spec().dram_gbps == 299.5  # the driver's own figure first
+
+
+def test_the_device_and_target_are_gpu_0(monkeypatch):
+    asked = []
+    monkeypatch.setattr(tvm, "cuda", lambda i=0: asked.append(i) or types.SimpleNamespace(exist=True, id=i))
+    assert env.device().id == 0
+    monkeypatch.setattr(env, "gpu_available", lambda: True)
+    monkeypatch.setattr(tvm.target.Target, "from_device", staticmethod(lambda dev: ("target of", dev.id)))
+    assert env.make_target() == ("target of", 0)
+    assert set(asked) == {0}
+    monkeypatch.setattr(tvm, "cuda", lambda i=0: types.SimpleNamespace(exist=False))
+    with pytest.raises(RuntimeError, match="^no CUDA GPU is visible to TVM: kernels can be built and read, not run$"):
+        env.device()
+
+
+@pytest.mark.parametrize("error, said", [(ValueError("parse error\n  at token 3\nunknown kind 'cudaa'"), "unknown kind 'cudaa'"),
+                                         (RuntimeError(""), "RuntimeError")])
+def test_a_rejected_target_quotes_tvms_last_line(monkeypatch, error, said):
+    def reject(spec):
+        raise error
+
+    monkeypatch.setattr(tvm.target, "Target", reject)
+    with pytest.raises(ValueError) as err:
+        env.make_target("cudaa")
+    assert str(err.value) == (f"TVM rejected the target 'cudaa': {said}. Write a target as a tag ('nvidia/nvidia-h100'), "
+                              "a dict ({'kind': 'cuda', 'arch': 'sm_80'}) or an arch ('sm_80').")
+
+
+def test_a_data_sheet_gives_the_spec_its_driver_would():
+    assert env.datasheet("NVIDIA H100 80GB HBM3").spec() == helpers.GpuSpec(
+        name="NVIDIA H100 80GB HBM3", compute_capability="9.0", sm_count=132, clock_mhz=1980, dram_gbps=3352,
+        l2_bytes=50 << 20, shared_memory_per_block=48 * 1024, global_memory_bytes=80 << 30)
+
+
+def test_names_match_without_the_vendor_prefix_and_in_any_case():
+    assert env.datasheet("NVIDIA T4").name == "Tesla T4"
+    assert env.datasheet("H100 80GB HBM3").name == "NVIDIA H100 80GB HBM3"
+    assert env.datasheet("nvidia geforce rtx 4090").name == "NVIDIA GeForce RTX 4090"
+
+
+def test_messages_name_what_is_known():
+    with pytest.raises(ValueError) as err:
+        env.arch_constants("4.2")
+    assert str(err.value) == ("unknown GPU 'this GPU' (compute capability 4.2): no per-SM rates for it, so its peaks "
+                              "cannot be computed. Known compute capabilities: 6.0, 6.1, 7.0, 7.5, 8.0, 8.6, 8.7, 8.9, 9.0.")
+    with pytest.raises(ValueError, match=r"^unknown feature 'tma': one of tensor cores, cp.async, ldmatrix \+ mma.sync "
+                                         r"m16n8k16, wgmma \+ TMA$"):
+        env.lacks(H100, "tma")
+    with pytest.raises(ValueError, match=r"no library of the driver answered \(through cuda-bindings, cupy or NVML\)\. "
+                                         r"Measure it with notebook 00's copy kernel\.$"):
+        env.dram_gbps("Imaginary X1")
+    p100 = dataclasses.replace(H100, name="Tesla P100", compute_capability="6.0")
+    with pytest.raises(RuntimeError, match=r"^Tesla P100 \(compute capability 6.0\) has no tensor cores: WMMA needs "
+                                           r"compute capability 7.0 or newer. The kernel can still be built and read.$"):
+        helpers.require_tensor_cores(p100)
+
+
+def test_shared_memory_up_to_the_limit_fits():
+    big = dataclasses.replace(H100, shared_memory_per_block_optin=1000 * 1024)
+    assert env.lacks_shared_memory(big, 1000 * 1024) is None
+    assert env.lacks_shared_memory(big, 2000 * 1024) == ("this step needs 2,000 KB of shared memory per block; this "
+                                                         "NVIDIA H100 80GB HBM3 allows 1,000 KB")
+    assert env.lacks_shared_memory(None, 10**9) is None  # no GPU to judge: the step runs
+
+
+def test_several_simulated_architectures(monkeypatch):
+    monkeypatch.setattr(env, "gpu_available", lambda: False)
+    monkeypatch.setenv("COURSE_ARCH", "sm_75,sm_90")
+    assert env.simulated_archs() == ["sm_75", "sm_90"]
+    assert [s.name for s in env.simulated_specs()] == ["Tesla T4", "NVIDIA H100 80GB HBM3"]
+    assert env.simulated_arch() == "sm_75"
+    monkeypatch.setenv("COURSE_ARCH", "sm_70,sm_75,sm_99")
+    with pytest.raises(ValueError, match=r"^COURSE_ARCH='sm_70,sm_99' is not an architecture the course is built for: "
+                                         r"use one or more of sm_75, sm_80, sm_86, sm_89, sm_90$"):
+        env.simulated_archs()
+    monkeypatch.setattr(env, "gpu_available", lambda: True)
+    assert env.simulated_archs() == [] and env.simulated_spec() is None  # a real GPU wins
+
+
+def test_a_step_falls_back_once_and_logs_where_architectures_disagree(monkeypatch, tmp_path, capsys):
+    """On a T4 standing for sm_75 and sm_90 at once, cp.async is missing on the first only: the
+    step says what it does instead, once per cell, and the log notes both the fallback and that
+    sm_90 would have chosen otherwise (the architecture tests then split the run)."""
+    monkeypatch.setattr(env, "gpu_available", lambda: False)
+    monkeypatch.setattr(env, "_SAID", set())
+    monkeypatch.setenv("COURSE_ARCH", "sm_75,sm_90")
+    monkeypatch.setenv("COURSE_BUILD_LOG", str(tmp_path / "log.jsonl"))
+    t4 = env.simulated_spec()
+    needs_cp_async = lambda spec: env.lacks(spec, "cp.async")
+    assert env.decide(t4, needs_cp_async, "this step runs with synchronous copies") is False
+    assert env.decide(t4, needs_cp_async, "this step runs with synchronous copies") is False
+    assert env.decide(t4, lambda spec: env.lacks(spec, "tensor cores"), "never said") is True
+    said = "cp.async needs compute capability 8.0; this Tesla T4 is 7.5, so this step runs with synchronous copies.\n"
+    assert capsys.readouterr().out == said
+    log = [json.loads(line) for line in (tmp_path / "log.jsonl").read_text().splitlines()]
+    reason = "cp.async needs compute capability 8.0; this Tesla T4 is 7.5"
+    assert log == [{"diverges": ["sm_90"], "reason": reason},
+                   {"fallback": reason, "instead": "this step runs with synchronous copies"},
+                   {"diverges": ["sm_90"], "reason": reason}]
+    # the first architecture can, a later one cannot: the log gives the later one's reason
+    monkeypatch.setenv("COURSE_ARCH", "sm_90,sm_75")
+    assert env.decide(env.simulated_spec(), needs_cp_async, "x") is True
+    assert json.loads((tmp_path / "log.jsonl").read_text().splitlines()[-1]) == {"diverges": ["sm_75"], "reason": reason}
+    monkeypatch.delenv("COURSE_BUILD_LOG")
+    env._log({"not": "written"})  # no log asked for: nothing written, no error
+
+
+def test_banner_in_every_situation(monkeypatch):
+    head = f"TVM {tvm.__version__}, Python {env.platform.python_version()}"
+    monkeypatch.setattr(env, "gpu_available", lambda: False)
+    monkeypatch.setattr(env.driver, "driver_cuda_version", lambda: None)
+    monkeypatch.delenv("COURSE_ARCH", raising=False)
+    assert env.banner_line(None) == f"{head} | no GPU: building for sm_90; no recorded results to show"
+    p100 = dataclasses.replace(H100, name="Tesla P100", compute_capability="6.0", sm_count=56, clock_mhz=1480.0, dram_gbps=None)
+    assert env.banner_line(p100) == (f"{head} | running live\nGPU: Tesla P100 (sm_60, 56 SMs @ 1,480 MHz): "
+                                     "10.6 TFLOP/s fp32, DRAM bandwidth unknown")
+    monkeypatch.setenv("COURSE_ARCH", "sm_75,sm_80,sm_90")
+    assert env.banner_line(None, {"gpu": "G", "date": "d", "tvm": "t"}) == (
+        f"{head} | no GPU: building every kernel for sm_75, sm_80, sm_90\nchoosing as for a Tesla T4 (COURSE_ARCH); "
+        "results shown are recorded ones")
+    # a driver too old for the pinned TVM: a third line says so
+    monkeypatch.setattr(env.driver, "driver_cuda_version", lambda: 12040)
+    assert env.banner_line(H100).splitlines()[2].startswith("This machine's NVIDIA driver supports CUDA 12.4, but")
+    monkeypatch.setattr(env, "gpu_available", lambda: True)  # TVM uses the GPU after all: nothing to say
+    assert len(env.banner_line(H100).splitlines()) == 2
