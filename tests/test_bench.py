@@ -1,3 +1,7 @@
+import dataclasses
+import sys
+import types
+
 import numpy as np
 import pytest
 import tvm
@@ -147,3 +151,169 @@ def test_recorded_measurements_of_a_notebook(results_dir):
     write_record(results_dir, "01_vector_add", "vector add")
     (m,) = helpers.recorded_measurements("01_vector_add", gpu="some-other-gpu")  # falls back to the recorded GPU
     assert m.name == "vector add" and m.source == "recorded"
+
+
+# ---------------------------------------------------------------- timing, with stand-ins for the GPU
+
+
+class _Clock:
+    """A GPU stand-in whose every call of a kernel takes `cost` ms; `sync` may change the cost
+    (a GPU whose speed differs from one timed round to the next)."""
+
+    def __init__(self, cost, costs=()):
+        self.t, self.cost, self.costs, self.calls, self.syncs = 0.0, cost, list(costs), 0, 0
+
+    def call(self):
+        self.t += self.cost
+        self.calls += 1
+
+    def sync(self):
+        self.syncs += 1
+        if self.syncs > 2 and self.costs:  # after the warm-up and the first timed call: one cost per round
+            self.cost = self.costs.pop(0)
+
+    def Event(self, enable_timing=False):
+        clock = self
+
+        class Event:
+            def record(self):
+                assert enable_timing, "events must be made with enable_timing=True"
+                self.t = clock.t
+
+            def elapsed_time(self, end):
+                return end.t - self.t
+
+        return Event()
+
+
+def test_event_timing_runs_each_round_for_10_ms():
+    gpu = _Clock(0.5)
+    assert bench.event_median_ms(gpu.call, gpu.Event, gpu.sync, repeat=3, warmup=2) == pytest.approx(0.5)
+    assert gpu.calls == 2 + 1 + 3 * 20  # warm-up, one call to size the rounds, 3 rounds of 20 calls (10 ms)
+    fast = _Clock(0.0)  # faster than the clock can tell: rounds of 10,000 calls, not a division by zero
+    assert bench.event_median_ms(fast.call, fast.Event, fast.sync, repeat=1, warmup=0) == 0.0 and fast.calls == 10_001
+    slow = _Clock(25.0)  # a call longer than 10 ms: one per round
+    assert bench.event_median_ms(slow.call, slow.Event, slow.sync, repeat=2, warmup=1) == 25.0 and slow.calls == 4
+
+
+def test_event_timing_is_the_median_of_the_rounds():
+    gpu = _Clock(1.0, costs=[1.0, 9.0, 2.0, 3.0, 1.5])
+    assert bench.event_median_ms(gpu.call, gpu.Event, gpu.sync, repeat=5, warmup=0) == pytest.approx(2.0)
+
+
+def test_cupy_events_are_read_through_cupy(monkeypatch):
+    cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(get_elapsed_time=lambda s, e: e.t - s.t))
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    assert bench._elapsed(types.SimpleNamespace(t=1.0), types.SimpleNamespace(t=3.5)) == 2.5
+
+
+def _fake_torch(calls):
+    """Enough of torch for cublas_time: tensors are (shape, dtype, device) tuples."""
+    def tensor(*shape, device, dtype):
+        return types.SimpleNamespace(shape=shape, dtype=dtype, device=device, t=lambda: ("transposed", shape))
+
+    matmul = types.SimpleNamespace(allow_tf32=True, allow_fp16_reduced_precision_reduction=True)
+    return types.SimpleNamespace(
+        float32="torch.float32", float16="torch.float16", randn=tensor, empty=tensor,
+        backends=types.SimpleNamespace(cuda=types.SimpleNamespace(matmul=matmul)),
+        matmul=lambda a, b, out: calls.append((a, b, out)),
+        cuda=types.SimpleNamespace(Event="torch event", synchronize="torch sync"))
+
+
+def test_cublas_through_torch_times_one_matmul_without_tf32(monkeypatch):
+    calls, timed = [], []
+    torch = _fake_torch(calls)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setattr(bench, "event_median_ms", lambda call, Event, sync, repeat, warmup:
+                        timed.append((call, Event, sync, repeat, warmup)) or 1.25)
+    assert bench.cublas_time(64, 32, 16, "float16", repeat=7, warmup=4) == 1.25
+    call, Event, sync, repeat, warmup = timed[0]
+    assert (Event, sync, repeat, warmup) == ("torch event", "torch sync", 7, 4)
+    assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+    call()
+    (a, b, c), = calls
+    assert (a.shape, b.shape, c.shape) == ((64, 16), (16, 32), (64, 32))
+    assert {a.dtype, b.dtype, c.dtype} == {"torch.float16"} and {a.device, b.device, c.device} == {"cuda"}
+    bench.cublas_time(64, 32, 16, transpose_b=True)
+    timed[1][0]()
+    assert calls[1][1] == ("transposed", (32, 16)) and calls[1][0].dtype == "torch.float32"
+    assert timed[1][3:] == (20, 3)  # by default 20 rounds after 3 warm-up calls
+
+
+def test_cublas_through_cupy_when_torch_is_missing(monkeypatch):
+    calls, timed = [], []
+
+    class Array:
+        def __init__(self, shape, dtype="float64"):
+            self.shape, self.dtype = shape, dtype
+
+        def astype(self, dtype):
+            return Array(self.shape, dtype)
+
+        @property
+        def T(self):
+            return Array(self.shape[::-1], self.dtype)
+
+    cupy = types.SimpleNamespace(
+        random=types.SimpleNamespace(randn=lambda *shape: Array(shape)), empty=lambda shape, dtype: Array(shape, dtype),
+        matmul=lambda a, b, out: calls.append((a, b, out)),
+        cuda=types.SimpleNamespace(Event=lambda: "cupy event", Device=lambda: types.SimpleNamespace(synchronize="cupy sync")))
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch fails
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(bench, "event_median_ms", lambda call, Event, sync, repeat, warmup:
+                        timed.append((call, Event, sync, repeat, warmup)) or 2.5)
+    assert bench.cublas_time(64, 32, 16, "float32", transpose_b=True, repeat=5) == 2.5
+    call, Event, sync, repeat, warmup = timed[0]
+    assert (Event(enable_timing=True), sync, repeat, warmup) == ("cupy event", "cupy sync", 5, 3)
+    call()
+    (a, b, c), = calls
+    assert (a.shape, b.shape, c.shape) == ((64, 16), (16, 32), (64, 32)) and {a.dtype, b.dtype, c.dtype} == {"float32"}
+    bench.cublas_time(8, 4, 2)
+    timed[1][0]()
+    assert calls[1][1].shape == (2, 4)
+    monkeypatch.setitem(sys.modules, "cupy", None)
+    assert bench.cublas_time(8, 4, 2) is None  # neither library: no baseline
+    with pytest.raises(ValueError, match="repeat must be a positive integer, got 0"):
+        bench.cublas_time(8, 4, 2, repeat=0)
+
+
+def test_time_function_hands_its_arguments_to_tvms_timer():
+    """Warm-up calls first, then TVM's time_evaluator with one call per measurement, `repeat`
+    rounds of at least `min_repeat_ms`; its seconds come back as milliseconds."""
+    log = []
+
+    class Kernel:
+        def __call__(self, *args):
+            log.append(("call", args))
+
+        def time_evaluator(self, name, dev, **kw):
+            log.append(("evaluator", name, dev, kw))
+            return lambda *args: log.append(("timed", args)) or types.SimpleNamespace(results=[0.002, 0.003])
+
+    dev = types.SimpleNamespace(sync=lambda: log.append("sync"))
+    assert bench.time_function(Kernel(), dev, ["a"], repeat=2, warmup=3, min_repeat_ms=50) == [2.0, 3.0]
+    assert log == [("call", ("a",))] * 3 + ["sync", ("evaluator", "main", dev, dict(number=1, repeat=2, min_repeat_ms=50)),
+                                            ("timed", ("a",))]
+    log.clear()
+    bench.time_function(Kernel(), dev, ["a"], warmup=0)
+    assert log[:2] == ["sync", ("evaluator", "main", dev, dict(number=1, repeat=20, min_repeat_ms=20))]
+    bench.time_function(Kernel(), dev, [])
+    assert log.count(("call", ())) == 2  # two warm-up calls by default
+    with pytest.raises(ValueError, match="^warmup must be >= 0, got -1$"):
+        bench.time_function(Kernel(), dev, [], warmup=-1)
+    with pytest.raises(TypeError, match="^expected a TVM function or module with time_evaluator$"):
+        bench.time_function(lambda: None, dev, [], warmup=0)
+
+
+# ---------------------------------------------------------------- what a measurement prints
+
+
+def test_a_measurement_line_fits_120_characters_or_splits():
+    where = "[recorded on G, 2026-11-22, TVM 0.27]"  # 37 characters
+    m = lambda name: helpers.Measurement(name, ms=1.0, source="recorded", gpu="G", date="2026-11-22", tvm="0.27")
+    fits = m("k" * (120 - 2 - len(where) - len(": 1.0000 ms")))
+    assert str(fits) == f"{fits.name}: 1.0000 ms  {where}" and len(str(fits)) == 120
+    over = m(fits.name + "k")
+    assert str(over) == f"{over.name}: 1.0000 ms\n    {where}"
+    assert str(dataclasses.replace(fits, rel_err=2.5e-7, flops=1e6, bytes=1.5e6)) == \
+        f"{fits.name}: 1.0000 ms, 0.00 TFLOP/s, 2 GB/s, rel. error 2.5e-07\n    {where}"
