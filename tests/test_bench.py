@@ -317,3 +317,81 @@ def test_a_measurement_line_fits_120_characters_or_splits():
     assert str(over) == f"{over.name}: 1.0000 ms\n    {where}"
     assert str(dataclasses.replace(fits, rel_err=2.5e-7, flops=1e6, bytes=1.5e6)) == \
         f"{fits.name}: 1.0000 ms, 0.00 TFLOP/s, 2 GB/s, rel. error 2.5e-07\n    {where}"
+
+
+# ---------------------------------------------------------------- a session's setting
+
+
+def test_a_session_on_a_gpu_machine_uses_its_gpu(results_dir, monkeypatch, capsys):
+    from conftest import H100
+
+    gpu = object()
+    monkeypatch.setattr(helpers.env, "gpu_available", lambda: True)
+    monkeypatch.setattr(helpers.env, "device", lambda: gpu)
+    monkeypatch.setattr(helpers.env, "local_gpu_spec", lambda: H100)
+    monkeypatch.setattr(helpers.env, "make_target", lambda: "this GPU's target")
+    monkeypatch.setattr(helpers.env.driver, "driver_cuda_version", lambda: None)
+    nb = bench.Session("01_vector_add")
+    assert (nb.live, nb.device, nb.spec, nb.target) == (True, gpu, H100, "this GPU's target")
+    assert "running live\nGPU: NVIDIA H100 80GB HBM3" in capsys.readouterr().out
+
+
+def test_a_session_without_records_or_gpu(results_dir, monkeypatch, capsys):
+    if helpers.gpu_available():
+        pytest.skip("tests the no-GPU path")
+    monkeypatch.delenv("COURSE_ARCH", raising=False)
+    nb = bench.Session("01_vector_add")
+    assert nb.spec is None and not nb.live and nb.device is None
+    assert capsys.readouterr().out.endswith("no GPU: building for sm_90; no recorded results to show\n")
+    m = nb._recorded("add")
+    assert (m.gpu, m.notebook, nb.results) == ("test-gpu", "01_vector_add", [m])  # the recorded GPU's folder
+    monkeypatch.setenv("COURSE_ARCH", "sm_75")  # a simulated GPU gives the spec
+    assert bench.Session("01_vector_add", quiet=True).spec.name == "Tesla T4"
+
+
+def test_a_record_without_date_or_version_shows_question_marks(results_dir, capsys):
+    if helpers.gpu_available():
+        pytest.skip("tests the no-GPU path")
+    (results_dir / "test-gpu").mkdir()
+    (results_dir / "test-gpu" / "01_vector_add.json").write_text(
+        '{"gpu": "Old GPU", "measurements": {"add": {"name": "add", "ms": 1.0}}}')
+    bench.Session("01_vector_add")
+    assert "showing results recorded on Old GPU on ? (TVM ?)" in capsys.readouterr().out
+
+
+def test_without_a_gpu_the_kernel_is_still_built_for_the_sessions_target(results_dir, monkeypatch, vector_add,
+                                                                        vector_add_args):
+    if helpers.gpu_available():
+        pytest.skip("tests the no-GPU path")
+    built = []
+    monkeypatch.setattr(bench.kernels, "build", lambda kernel, target=None: built.append(target))
+    nb = bench.Session("01_vector_add", quiet=True, target="sm_80 target")
+    nb.measure("add", vector_add, vector_add_args[0], quiet=True)
+    assert built == ["sm_80 target"]
+
+
+def test_what_this_gpu_can_do(results_dir, monkeypatch, capsys):
+    """The recorded Test GPU (compute capability 9.0, 227 KB of shared memory per block) has
+    cp.async; a T4 does not, and the step says what it does instead."""
+    monkeypatch.setattr(helpers.env, "_SAID", set())
+    write_record(results_dir, "01_vector_add", "add")
+    nb = bench.Session("01_vector_add", quiet=True)
+    assert nb.supports("cp.async", "with synchronous copies") and nb.fits(227 * 1024, "with smaller tiles")
+    assert not nb.fits(228 * 1024, "with smaller tiles")
+    monkeypatch.setattr(bench.kernels, "why_not_here", lambda kernel, spec: f"{kernel} needs more than {spec.name}")
+    assert not nb.can_run("k", "the untuned kernel runs")
+    nb.spec = helpers.env.datasheet("Tesla T4").spec()
+    assert not nb.supports("cp.async", "with synchronous copies")
+    assert capsys.readouterr().out.splitlines() == [
+        "this step needs 228 KB of shared memory per block; this Test GPU allows 227 KB, so this step runs with smaller tiles.",
+        "k needs more than Test GPU, so the untuned kernel runs.",
+        "cp.async needs compute capability 8.0; this Tesla T4 is 7.5, so this step runs with synchronous copies."]
+
+
+def test_a_notebooks_measurements_on_a_gpu_of_its_own(results_dir):
+    write_record(results_dir, "01_vector_add", "on the recorded GPU")
+    other = results_dir / "other-gpu"
+    other.mkdir()
+    (other / "01_vector_add.json").write_text('{"gpu": "Other", "measurements": {"k": {"name": "on the other", "ms": 1}}}')
+    assert [m.name for m in helpers.recorded_measurements("01_vector_add", gpu="other-gpu")] == ["on the other"]
+    assert [m.name for m in helpers.recorded_measurements("01_vector_add")] == ["on the recorded GPU"]

@@ -143,3 +143,101 @@ def test_a_function_reference_is_not_computed_without_a_gpu(results_dir, inputs,
     args = [np.zeros(VN, np.float32)] * 3
     m = nb.measure("vector add", vector_add, args, lambda: pytest.fail("the reference was computed"))
     assert m.source == "missing"
+
+
+# ---------------------------------------------------------------- the rest of a live session, on the CPU
+
+
+def test_tolerance_zero_accepts_an_exact_result(session, inputs):
+    a, b, _ = inputs
+    m = session.measure("add", ADD, [a, b, np.empty(N, np.float32)], (a + b).astype(np.float64), tol=0, repeat=1)
+    assert m.rel_err == 0.0
+
+
+def test_twenty_timed_rounds_by_default(session, inputs):
+    a, b, exact = inputs
+    session.measure("add", ADD, [a, b, np.empty(N, np.float32)], exact)
+    assert session.timed_repeats == [20]
+
+
+def test_run_returns_the_output(monkeypatch, inputs):
+    """`run` builds, checks the arguments and runs once: the output comes back as NumPy (any
+    argument may be the output: `out`)."""
+    a, b, _ = inputs
+    monkeypatch.setattr(helpers.env, "device", lambda: tvm.cpu(0))
+    llvm = tvm.target.Target("llvm")
+    np.testing.assert_array_equal(bench.run(ADD, [a, b, np.empty(N, np.float32)], llvm), a + b)
+    np.testing.assert_array_equal(bench.run(ADD, [a, b, np.empty(N, np.float32)], llvm, out=2), a + b)
+    with pytest.raises(ValueError, match="the kernel takes 3 arrays"):
+        bench.run(ADD, [a, b], llvm)
+
+
+def test_only_the_output_is_poisoned():
+    floats, ints = np.ones(4, np.float32), np.arange(4, dtype=np.int32)
+    kept = tvm.runtime.tensor(np.full(4, 3.0, np.float32), tvm.cpu(0))
+    on_device = bench._to_device([kept, floats, ints], tvm.cpu(0), poison_index=2)
+    assert on_device[0] is kept  # already on the device: used as it is
+    np.testing.assert_array_equal(on_device[1].numpy(), floats)
+    np.testing.assert_array_equal(on_device[2].numpy(), [-7] * 4)  # integers have no NaN: -7 stands out
+    assert np.isnan(bench._to_device([floats], tvm.cpu(0), poison_index=0)[0].numpy()).all()
+    np.testing.assert_array_equal(bench._to_device([ints], tvm.cpu(0))[0].numpy(), ints)  # nothing poisoned
+
+
+def test_arrays_already_on_the_device_are_checked_too(monkeypatch, inputs):
+    """Here the CPU plays the GPU: a tvm.runtime.Tensor is checked for shape and dtype like a NumPy array."""
+    monkeypatch.setattr(tvm, "cuda", tvm.cpu)
+    a, b, _ = inputs
+    short = tvm.runtime.tensor(np.zeros(N - 1, np.float32), tvm.cpu(0))
+    with pytest.raises(ValueError, match=rf"array B has shape \({N - 1},\), but the kernel's buffer B is \({N},\)"):
+        bench.check_args(ADD, [a, short, np.empty(N, np.float32)])
+    doubles = tvm.runtime.tensor(np.zeros(N), tvm.cpu(0))
+    with pytest.raises(ValueError, match="array C has dtype float64, but the kernel's buffer C is float32"):
+        bench.check_args(ADD, [a, b, doubles])
+
+
+def test_a_built_kernel_names_its_arguments_by_position(inputs):
+    a, b, _ = inputs
+    built = bench.kernels.build(ADD, tvm.target.Target("llvm"))
+    with pytest.raises(TypeError, match="array argument 1 is a list"):
+        bench.check_args(built, [a, [0.0]])
+
+
+def test_a_zero_reference_gives_the_absolute_error_and_float16_does_not_overflow():
+    assert helpers.relative_error(np.full(4, 0.5), np.zeros(4)) == pytest.approx(1.0)
+    # fp16 results near the top of fp16's range: squared in fp16 they would overflow to inf
+    assert helpers.relative_error(np.float16([60000, 1]), np.float16([59968, 1])) == pytest.approx(32 / 59968, rel=1e-3)
+
+
+def test_live_numbers_are_labelled_and_recorded_only_when_asked(session, inputs, results_dir, monkeypatch):
+    a, b, exact = inputs
+    m = session.record("torch add", 0.5, flops=N, on_cpu=True)
+    assert (m.name, m.ms, m.source, m.gpu, m.date, m.tvm, m.notebook, m.on_cpu) == \
+        ("torch add", 0.5, "live", "Test GPU", helpers.env.today(), tvm.__version__, "01_vector_add", True)
+    assert session.results == [m] and session.recorded_or_live("torch add") is m
+    assert session.recorded_or_live("recorded").source == "recorded"  # not measured here: the record
+    assert session.recorded_or_live("never") is None
+    monkeypatch.setenv("COURSE_RECORD", "1")
+    monkeypatch.setenv("COURSE_RECORD_COMMAND", "gpu/record.sh")
+    session.measure("add", ADD, [a, b, np.empty(N, np.float32)], exact, repeat=1, quiet=True)
+    data = helpers.records.load(results_dir / "test-gpu" / "01_vector_add.json")
+    entry = data["measurements"]["add"]
+    assert entry["command"] == "gpu/record.sh" and entry["notebook"] == "01_vector_add" and "source" not in entry
+    assert data["device"] == session.spec.to_dict() and set(data["measurements"]) == {"recorded", "add"}
+
+
+def test_cublas_baseline_in_a_live_session(session, monkeypatch, capsys):
+    asked = []
+    monkeypatch.setattr(bench, "cublas_time", lambda *a, **kw: asked.append((a, kw)) or 0.5)
+    m = session.cublas_matmul(64, 32, 16, "float16", transpose_b=True, repeat=4)
+    assert asked == [((64, 32, 16, "float16"), {"transpose_b": True, "repeat": 4})]
+    assert (m.name, m.ms, m.flops, m.bytes, m.shape, m.dtype, m.params) == (
+        "cuBLAS float16 64x32x16", 0.5, 2.0 * 64 * 32 * 16, 2.0 * (64 * 16 + 16 * 32 + 64 * 32), [64, 32, 16], "float16",
+        {"transpose_b": True})
+    assert m.source == "live" and session.results == [m]
+    assert capsys.readouterr().out == f"{m}\n"
+    assert session.cublas_matmul(8, 8, 8, name="mine", quiet=True).name == "mine" and capsys.readouterr().out == ""
+    assert asked[-1] == ((8, 8, 8, "float32"), {"transpose_b": False, "repeat": 20})
+    monkeypatch.setattr(bench, "cublas_time", lambda *a, **kw: None)
+    none = session.cublas_matmul(8, 8, 8)
+    assert not none.ok and none.gpu == "Test GPU" and none.notebook == "01_vector_add"
+    assert capsys.readouterr().out == "cuBLAS float32 8x8x8: neither torch nor cupy is installed, so there is no cuBLAS baseline\n"
