@@ -186,6 +186,8 @@ def test_roofline_draws_only_kernels_with_a_rate_and_an_intensity():
     assert [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.lines if line.get_marker() == "o"] == [(100.0, 1000.0)]
     # the view holds every point with room for its label: from a third of the slowest to 4x the fastest
     assert ax.get_ylim()[0] <= 1000.0 / 3 and ax.get_ylim()[1] == pytest.approx(4000.0)
+    crawling = _m("crawling", 1.0, flops=1e5, bytes=1e3)  # 1e-4 TFLOP/s: far below every roof
+    assert helpers.roofline(H100, [kept, crawling]).axes[0].get_ylim() == (pytest.approx(1e-4 / 3), pytest.approx(4000.0))
 
 
 def test_roofline_colours_points_by_notebook():
@@ -205,6 +207,8 @@ def test_roofline_colours_points_by_notebook():
     colours = [line.get_color() for line in one.lines if line.get_marker() == "o"]
     assert len(set(colours)) == 2 and not set(colours) & {"C0", "C1", "C3", "C4"}
     assert not any("kernel" in s for s in _legend(one))
+    two = helpers.roofline(H100, pts[:2]).axes[0]  # two notebooks are already told apart
+    assert _legend(two)[-2:] == ["03: 1 kernel", "04: 1 kernel"]
 
 
 def test_which_points_are_named():
@@ -236,9 +240,13 @@ def test_names_cover_no_point_and_stay_inside(kind):
     fig = CHARTS[kind]()
     ax, dots, labels = _dots_and_labels(fig)
     inside = ax.get_window_extent()
+    scale = fig.dpi / 72
     for a, box in labels:
+        # the text is centred, vertically, where it was placed: its offset from its point
+        assert abs((box.y0 + box.y1) / 2 - (ax.transData.transform(a.xy)[1] + a.xyann[1] * scale)) < 1.5, a.get_text()
         assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 and box.y1 <= inside.y1, a.get_text()
-        assert not [d for d in dots if box.x0 - 1 < d[0] < box.x1 + 1 and box.y0 - 1 < d[1] < box.y1 + 1], a.get_text()
+        r = 2.5 * scale  # a dot's radius: 5 points across
+        assert not [d for d in dots if box.x0 - r < d[0] < box.x1 + r and box.y0 - r < d[1] < box.y1 + r], a.get_text()
         dx, dy = a.xyann
         assert (a.arrow_patch is None) == (abs(dx) <= 6 and abs(dy) <= 10), (a.get_text(), a.xyann)
         assert a.get_ha() == ("right" if dx < 0 else "left")

@@ -8,11 +8,14 @@
 #   pip install -r requirements-dev.txt
 #   bash tools/mutation.sh                     # all four files
 #   bash tools/mutation.sh helpers/bench.py    # one file
+#   MUTATION_DIR=/tmp/mut bash tools/mutation.sh --again helpers/bench.py
+#                                              # after adding tests: rerun only the mutants that lived
 #
 # It works in a scratch copy of the tracked files (mutmut rewrites the code it mutates), prints
 # the score and the survivors, and leaves the copy (its path is printed) for `mutmut show NAME`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+again=no; if [ "${1:-}" = "--again" ]; then again=yes; shift; fi
 files=("$@")
 [ ${#files[@]} -gt 0 ] || files=(helpers/bench.py helpers/records.py helpers/plots.py helpers/env.py)
 tests=(tests/test_bench.py tests/test_gate.py tests/test_values.py tests/test_plots.py tests/test_records.py
@@ -47,7 +50,11 @@ PY
 cd "$work"
 echo "mutating ${files[*]} in $work, against ${tests[*]}"
 
-mutmut run || true
+if [ $again = yes ]; then  # the survivors of the last run in this folder (mutmut's names)
+  mutmut run $(grep -v ": killed$" results.txt | cut -d: -f1) || true
+else
+  mutmut run || true
+fi
 mutmut results --all true > results.txt
 grep -v ": killed$" results.txt || true
 python - <<'PY'
