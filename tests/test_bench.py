@@ -43,7 +43,7 @@ def test_wrong_count_is_named(vector_add, vector_add_args):
 def test_array_on_the_cpu_is_refused(vector_add, vector_add_args):
     args, _ = vector_add_args
     args[0] = tvm.runtime.tensor(args[0], tvm.cpu(0))
-    with pytest.raises(ValueError, match="array A is on cpu.*not the GPU"):
+    with pytest.raises(ValueError, match=r"array A is on cpu.*not the GPU: make it with tvm\.runtime\.tensor\(x, tvm\.cuda\(0\)\)$"):
         helpers.check_args(vector_add, args)
 
 
@@ -69,7 +69,7 @@ def test_without_gpu_the_recorded_result_is_shown_as_recorded(results_dir, vecto
     write_record(results_dir, "01_vector_add", "vector add")
     nb = bench.Session("01_vector_add")
     banner = capsys.readouterr().out
-    assert "no GPU" in banner and "recorded on Test GPU on 2026-11-22" in banner
+    assert "no GPU" in banner and "recorded on Test GPU on 2026-11-22 (TVM 0.27.0.post1)" in banner
     assert nb.spec.name == "Test GPU"
     args, expected = vector_add_args
     m = nb.measure("vector add", vector_add, args, expected)
@@ -210,7 +210,8 @@ def test_cupy_events_are_read_through_cupy(monkeypatch):
 def _fake_torch(calls):
     """Enough of torch for cublas_time: tensors are (shape, dtype, device) tuples."""
     def tensor(*shape, device, dtype):
-        return types.SimpleNamespace(shape=shape, dtype=dtype, device=device, t=lambda: ("transposed", shape))
+        return types.SimpleNamespace(shape=shape, dtype=dtype, device=device, transposed=False,
+                                     t=lambda: types.SimpleNamespace(shape=shape[::-1], dtype=dtype, device=device, transposed=True))
 
     matmul = types.SimpleNamespace(allow_tf32=True, allow_fp16_reduced_precision_reduction=True)
     return types.SimpleNamespace(
@@ -229,14 +230,16 @@ def test_cublas_through_torch_times_one_matmul_without_tf32(monkeypatch):
     assert bench.cublas_time(64, 32, 16, "float16", repeat=7, warmup=4) == 1.25
     call, Event, sync, repeat, warmup = timed[0]
     assert (Event, sync, repeat, warmup) == ("torch event", "torch sync", 7, 4)
-    assert not torch.backends.cuda.matmul.allow_tf32 and not torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
+    assert torch.backends.cuda.matmul.allow_tf32 is False
+    assert torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction is False
     call()
     (a, b, c), = calls
     assert (a.shape, b.shape, c.shape) == ((64, 16), (16, 32), (64, 32))
     assert {a.dtype, b.dtype, c.dtype} == {"torch.float16"} and {a.device, b.device, c.device} == {"cuda"}
     bench.cublas_time(64, 32, 16, transpose_b=True)
     timed[1][0]()
-    assert calls[1][1] == ("transposed", (32, 16)) and calls[1][0].dtype == "torch.float32"
+    b = calls[1][1]
+    assert (b.transposed, b.shape, b.dtype, b.device) == (True, (16, 32), "torch.float32", "cuda")
     assert timed[1][3:] == (20, 3)  # by default 20 rounds after 3 warm-up calls
 
 
@@ -244,15 +247,15 @@ def test_cublas_through_cupy_when_torch_is_missing(monkeypatch):
     calls, timed = [], []
 
     class Array:
-        def __init__(self, shape, dtype="float64"):
-            self.shape, self.dtype = shape, dtype
+        def __init__(self, shape, dtype="float64", transposed=False):
+            self.shape, self.dtype, self.transposed = shape, dtype, transposed
 
         def astype(self, dtype):
-            return Array(self.shape, dtype)
+            return Array(self.shape, dtype, self.transposed)
 
         @property
         def T(self):
-            return Array(self.shape[::-1], self.dtype)
+            return Array(self.shape[::-1], self.dtype, True)
 
     cupy = types.SimpleNamespace(
         random=types.SimpleNamespace(randn=lambda *shape: Array(shape)), empty=lambda shape, dtype: Array(shape, dtype),
@@ -268,9 +271,10 @@ def test_cublas_through_cupy_when_torch_is_missing(monkeypatch):
     call()
     (a, b, c), = calls
     assert (a.shape, b.shape, c.shape) == ((64, 16), (16, 32), (64, 32)) and {a.dtype, b.dtype, c.dtype} == {"float32"}
-    bench.cublas_time(8, 4, 2)
+    assert b.transposed
+    bench.cublas_time(8, 4, 2, "float16", repeat=1)
     timed[1][0]()
-    assert calls[1][1].shape == (2, 4)
+    assert (calls[1][1].shape, calls[1][1].dtype, calls[1][1].transposed) == ((2, 4), "float16", False)
     monkeypatch.setitem(sys.modules, "cupy", None)
     assert bench.cublas_time(8, 4, 2) is None  # neither library: no baseline
     with pytest.raises(ValueError, match="repeat must be a positive integer, got 0"):
@@ -345,6 +349,9 @@ def test_a_session_without_records_or_gpu(results_dir, monkeypatch, capsys):
     assert capsys.readouterr().out.endswith("no GPU: building for sm_90; no recorded results to show\n")
     m = nb._recorded("add")
     assert (m.gpu, m.notebook, nb.results) == ("test-gpu", "01_vector_add", [m])  # the recorded GPU's folder
+    cublas, torch = nb.cublas_matmul(8, 8, 8, quiet=True), nb.record("torch", 1.0)
+    assert (cublas.name, cublas.ok, torch.name, torch.ok) == ("cuBLAS float32 8x8x8", False, "torch", False)
+    assert bench.start("02_window_sum").notebook == "02_window_sum"
     monkeypatch.setenv("COURSE_ARCH", "sm_75")  # a simulated GPU gives the spec
     assert bench.Session("01_vector_add", quiet=True).spec.name == "Tesla T4"
 
@@ -377,6 +384,7 @@ def test_what_this_gpu_can_do(results_dir, monkeypatch, capsys):
     write_record(results_dir, "01_vector_add", "add")
     nb = bench.Session("01_vector_add", quiet=True)
     assert nb.supports("cp.async", "with synchronous copies") and nb.fits(227 * 1024, "with smaller tiles")
+    assert nb._recorded("never recorded").gpu == "Test GPU"  # a missing result names the GPU it would be from
     assert not nb.fits(228 * 1024, "with smaller tiles")
     monkeypatch.setattr(bench.kernels, "why_not_here", lambda kernel, spec: f"{kernel} needs more than {spec.name}")
     assert not nb.can_run("k", "the untuned kernel runs")

@@ -239,5 +239,5 @@ def test_cublas_baseline_in_a_live_session(session, monkeypatch, capsys):
     assert asked[-1] == ((8, 8, 8, "float32"), {"transpose_b": False, "repeat": 20})
     monkeypatch.setattr(bench, "cublas_time", lambda *a, **kw: None)
     none = session.cublas_matmul(8, 8, 8)
-    assert not none.ok and none.gpu == "Test GPU" and none.notebook == "01_vector_add"
+    assert (none.ok, none.name, none.gpu, none.notebook) == (False, "cuBLAS float32 8x8x8", "Test GPU", "01_vector_add")
     assert capsys.readouterr().out == "cuBLAS float32 8x8x8: neither torch nor cupy is installed, so there is no cuBLAS baseline\n"
