@@ -331,3 +331,14 @@ def test_charts_draw_into_the_axes_given():
 def _close_figures():
     yield
     plt.close("all")
+
+
+def test_bar_charts_and_heatmaps_grow_with_what_they_show():
+    """Half an inch per bar; about an inch per heatmap column and 0.8 inch per row: names and
+    values stay readable however many kernels or tiles there are."""
+    base = _m("cuBLAS", 1.0, flops=1e12)
+    bars = lambda n: helpers.versus_baseline(_kernels(n), base).get_size_inches()
+    assert bars(6)[1] - bars(2)[1] == pytest.approx(2.0) and bars(6)[0] == bars(2)[0]
+    cells = lambda rows, cols: helpers.heatmap(np.ones((rows, cols)), range(rows), range(cols), xlabel="x",
+                                               ylabel="y").get_size_inches()
+    assert cells(2, 4)[0] - cells(2, 2)[0] == pytest.approx(2.2) and cells(4, 2)[1] - cells(2, 2)[1] == pytest.approx(1.6)
