@@ -236,6 +236,7 @@ def test_cublas_through_torch_times_one_matmul_without_tf32(monkeypatch):
     (a, b, c), = calls
     assert (a.shape, b.shape, c.shape) == ((64, 16), (16, 32), (64, 32))
     assert {a.dtype, b.dtype, c.dtype} == {"torch.float16"} and {a.device, b.device, c.device} == {"cuda"}
+    assert not b.transposed
     bench.cublas_time(64, 32, 16, transpose_b=True)
     timed[1][0]()
     b = calls[1][1]
