@@ -342,3 +342,15 @@ def test_bar_charts_and_heatmaps_grow_with_what_they_show():
     cells = lambda rows, cols: helpers.heatmap(np.ones((rows, cols)), range(rows), range(cols), xlabel="x",
                                                ylabel="y").get_size_inches()
     assert cells(2, 4)[0] - cells(2, 2)[0] == pytest.approx(2.2) and cells(4, 2)[1] - cells(2, 2)[1] == pytest.approx(1.6)
+
+
+def test_a_name_keeps_out_of_the_legend():
+    """A kernel in the legend's corner (lower right: much reuse, little speed) is named outside it."""
+    corner = [_m("in the corner", 1.0, flops=5e7, bytes=5e7 / 3000), _m("high up", 1.0, flops=5e10, bytes=1e9)]
+    fig = helpers.roofline(H100, corner, measured_compute={"cuBLAS fp32": 51.6})
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    legend = ax.get_legend().get_window_extent()
+    label = next(a for a in ax.texts if a.get_text() == "in the corner")
+    assert legend.contains(*ax.transData.transform(label.xy))  # the point itself is under the legend
+    assert not matplotlib.text.Text.get_window_extent(label).overlaps(legend)
