@@ -354,3 +354,30 @@ def test_a_name_keeps_out_of_the_legend():
     label = next(a for a in ax.texts if a.get_text() == "in the corner")
     assert legend.contains(*ax.transData.transform(label.xy))  # the point itself is under the legend
     assert not matplotlib.text.Text.get_window_extent(label).overlaps(legend)
+
+
+def test_a_series_draws_smaller_dots_and_legend_than_one_notebook():
+    """Dozens of kernels from several notebooks get smaller dots and a smaller legend than one
+    notebook's few, so they hide less of each other; the legend's dot for a notebook is drawn
+    like that notebook's dots."""
+    series = helpers.roofline(H100, _series()).axes[0]
+    few = helpers.roofline(H100, _one_spot()).axes[0]
+    dot_size = lambda ax: {line.get_markersize() for line in ax.lines if line.get_marker() == "o" and len(line.get_xdata())}
+    (small,), (large,) = dot_size(series), dot_size(few)
+    assert small < large
+    legend_dots = {h.get_markersize() for h in series.get_legend().legend_handles if h.get_marker() == "o"}
+    assert legend_dots == {small}
+    legend_font = lambda ax: {t.get_fontsize() for t in ax.get_legend().get_texts()}
+    assert max(legend_font(series)) < min(legend_font(few))
+
+
+def test_bandwidth_lines_are_grey():
+    """Grey means memory bandwidth: the DRAM roof's legend entry, the measured copy roof, a
+    sweep's copy ceiling; the compute roofs have colours of their own."""
+    ax = helpers.roofline(H100, [], measured_bandwidth=3000.0, measured_compute={"cuBLAS fp32": 51.6}).axes[0]
+    colour = {line.get_label(): matplotlib.colors.to_hex(line.get_color()) for line in ax.lines}
+    grey = matplotlib.colors.to_hex("grey")
+    assert colour["DRAM peak: 3,352 GB/s"] == colour["measured copy: 3,000 GB/s"] == grey
+    assert colour["fp32 peak: 67 TFLOP/s"] != grey and colour["cuBLAS fp32: 51.6 TFLOP/s (measured)"] != grey
+    sweep = helpers.sweep([1, 2], [_m("a", 1.0, bytes=1e9)] * 2, xlabel="x", ceiling=3000.0, ceiling_label="copy").axes[0]
+    assert matplotlib.colors.to_hex(sweep.lines[1].get_color()) == grey
