@@ -2,8 +2,8 @@
 # Mutation score of the helpers the CPU tests guard: mutmut changes one thing at a time in
 # helpers/bench.py, records.py, plots.py and env.py (a + for a -, a <= for a <, a constant, a
 # dropped call) and runs the CPU unit tests against each change; a change no test notices (a
-# "survivor") is a behaviour nothing checks. Slow (tens of minutes on two cores), so a maintainer
-# runs it by hand, not CI:
+# "survivor") is a behaviour nothing checks. Slow (about ten minutes on two cores), so a maintainer
+# runs it by hand, not CI; the survivors judged harmless, and why, are in tools/mutation-survivors.md:
 #
 #   pip install -r requirements-dev.txt
 #   bash tools/mutation.sh                     # all four files
