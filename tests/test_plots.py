@@ -381,3 +381,16 @@ def test_bandwidth_lines_are_grey():
     assert colour["fp32 peak: 67 TFLOP/s"] != grey and colour["cuBLAS fp32: 51.6 TFLOP/s (measured)"] != grey
     sweep = helpers.sweep([1, 2], [_m("a", 1.0, bytes=1e9)] * 2, xlabel="x", ceiling=3000.0, ceiling_label="copy").axes[0]
     assert matplotlib.colors.to_hex(sweep.lines[1].get_color()) == grey
+
+
+def test_names_of_one_spot_stack_as_near_as_they_fit():
+    """Six kernels on one spot: their names take the six nearest places, beside the point and one
+    line above and below it on either side, and touch neither each other nor the point."""
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 10)
+    helpers.plots.place_labels(ax, [(5, 5)] * 6, [f"kernel number {i}" for i in range(6)])
+    assert sorted(a.xyann for a in ax.texts) == sorted((dx, dy) for dx in (-6, 6) for dy in (-10, 0, 10))
+    fig.canvas.draw()
+    boxes = [matplotlib.text.Text.get_window_extent(a) for a in ax.texts]
+    assert not [(i, j) for i in range(6) for j in range(i) if boxes[i].overlaps(boxes[j])]
