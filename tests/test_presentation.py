@@ -34,7 +34,6 @@ _MEASUREMENT = ("a measurement line over 120 characters: helpers.bench.Measureme
 AWAITING: dict[tuple[str, str], str] = {
     ("03_matmul_local_blocking", "f717accc"): _MEASUREMENT,
     ("03_matmul_local_blocking", "5e4cacc8"): "helpers.plots.table's rows are over 120 characters (long kernel names)",
-    ("07_hopper_wgmma_tma", "fffe078c"): "hopper_matmul is one TIRx kernel of 126 lines, not yet split into steps",
 }
 #: Cells whose output prints a measurement's name with a maintainer's word in it: the name is also its
 #: key in notebooks/results/, so it changes with the next recording ("seed schedule" in notebook 05).
