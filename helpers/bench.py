@@ -325,20 +325,30 @@ class Session:
         return m
 
     def cublas_matmul(self, M: int, N: int, K: int, dtype: str = "float32", *, transpose_b: bool = False,
-                      repeat: int = 20, name: str | None = None, quiet: bool = False) -> Measurement:
-        """cuBLAS on the same problem, through torch (or cupy), TF32 off; recorded without a GPU."""
-        name = name or f"cuBLAS {dtype} {M}x{N}x{K}"
+                      out_dtype: str | None = None, repeat: int = 20, name: str | None = None,
+                      quiet: bool = False) -> Measurement:
+        """cuBLAS on the same problem, through torch (or cupy), TF32 off; recorded without a GPU.
+        `out_dtype`: C's type when it differs from A's and B's (fp16 in, fp32 C)."""
+        out_dtype = out_dtype if out_dtype != dtype else None
+        name = name or f"cuBLAS {dtype} {M}x{N}x{K}" + (f", {out_dtype} C" if out_dtype else "")
         if not self.live:
             m = self._recorded(name)
         else:
-            call = baselines.cublas_call(M, N, K, dtype, transpose_b)
+            try:
+                call = baselines.cublas_call(M, N, K, dtype, transpose_b, out_dtype)
+            except RuntimeError as err:
+                call, why = None, str(err)
+            else:
+                why = "neither torch nor cupy is installed"
             if call is None:
                 m = Measurement(name=name, ms=None, source="missing", gpu=self.spec.name, notebook=self.notebook)
-                print(f"{name}: neither torch nor cupy is installed, so there is no cuBLAS baseline")
+                print(f"{name}: {why}, so there is no cuBLAS baseline")
                 return m
+            c_bytes = M * N * np.dtype(out_dtype or dtype).itemsize
             m = self.baseline(name, baselines.event_rounds(*call), repeat=repeat, flops=2.0 * M * N * K,
-                              bytes=float((M * K + K * N + M * N) * np.dtype(dtype).itemsize),
-                              shape=[M, N, K], dtype=dtype, params={"transpose_b": transpose_b})
+                              bytes=float((M * K + K * N) * np.dtype(dtype).itemsize + c_bytes),
+                              shape=[M, N, K], dtype=dtype,
+                              params={"transpose_b": transpose_b} | ({"out_dtype": out_dtype} if out_dtype else {}))
         if not quiet:
             print(m)
         return m

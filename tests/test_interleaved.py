@@ -157,3 +157,27 @@ def test_on_the_gpu_a_kernel_is_timed_interleaved_with_cublas(results_dir, vecto
     args, expected = vector_add_args
     m = nb.measure("vector add", vector_add, args, expected, baseline=blas, repeat=5, quiet=True)
     assert m.versus == blas.name and m.ratio > 0 and m.of(blas) == m.ratio
+
+
+def test_cublas_writing_c_in_another_type_is_its_own_baseline(session, monkeypatch, capsys):
+    """A kernel writing fp32 C from fp16 A and B is compared with cuBLAS writing fp32 C too; where
+    torch cannot do that, the baseline says why and is missing, and nothing else is timed."""
+    asked = []
+
+    def call(M, N, K, dtype, transpose_b, out_dtype):
+        asked.append((M, N, K, dtype, transpose_b, out_dtype))
+        raise RuntimeError("torch 2.5 cannot write float32 C from float16 A and B")
+
+    monkeypatch.setattr(baselines, "cublas_call", call)
+    m = session.cublas_matmul(64, 32, 16, "float16", out_dtype="float32")
+    assert asked == [(64, 32, 16, "float16", False, "float32")]
+    assert (m.name, m.source) == ("cuBLAS float16 64x32x16, float32 C", "missing")
+    assert capsys.readouterr().out == ("cuBLAS float16 64x32x16, float32 C: torch 2.5 cannot write float32 C from "
+                                       "float16 A and B, so there is no cuBLAS baseline\n")
+    clock = _Clock(2.0)
+    monkeypatch.setattr(baselines, "cublas_call", lambda *a: (clock.call, clock.Event, clock.sync))
+    same = session.cublas_matmul(64, 32, 16, "float16", out_dtype="float16", repeat=3, quiet=True)
+    fp32c = session.cublas_matmul(64, 32, 16, "float16", out_dtype="float32", repeat=3, quiet=True)
+    assert same.name == "cuBLAS float16 64x32x16" and same.ms == pytest.approx(2.0)
+    assert fp32c.params == {"transpose_b": False, "out_dtype": "float32"}
+    assert (same.bytes, fp32c.bytes) == ((64 * 16 + 16 * 32 + 64 * 32) * 2, (64 * 16 + 16 * 32) * 2 + 64 * 32 * 4)
