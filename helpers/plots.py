@@ -171,16 +171,18 @@ def versus_baseline(points: list[Measurement], baseline: Measurement, *, title: 
 
 
 def sweep(xs, measurements: list[Measurement], *, xlabel: str, metric: str = "gbps", ceiling: float | None = None,
-          ceiling_label: str = "ceiling", title: str | None = None, ax=None):
-    """A parameter sweep (e.g. threads per block) against GB/s or TFLOP/s."""
+          ceiling_label: str = "ceiling", title: str | None = None, label: str | None = None, ax=None):
+    """A parameter sweep (e.g. threads per block) against GB/s or TFLOP/s. Several kernels share
+    one chart when each call passes its `label` and the same `ax`."""
     if metric not in ("gbps", "tflops"):
         raise ValueError(f"metric must be 'gbps' or 'tflops', got {metric!r}")
     pairs = [(x, getattr(m, metric)) for x, m in zip(xs, measurements) if m.ok]
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7, 4))
     if pairs:
-        ax.plot([str(p[0]) for p in pairs], [p[1] for p in pairs], "o-")
+        ax.plot([str(p[0]) for p in pairs], [p[1] for p in pairs], "o-", label=label)
     if ceiling:
         ax.axhline(ceiling, color="grey", ls="--", label=ceiling_label)
+    if ceiling or label:
         ax.legend(fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("GB/s" if metric == "gbps" else "TFLOP/s")

@@ -139,3 +139,14 @@ def test_the_series_roofline_names_the_best_of_each_notebook_and_cublas():
     assert sorted(t.get_text() for t in fig.axes[0].texts) == sorted(list(best.values()) + ["cuBLAS fp32"])
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "03_matmul_local_blocking: 10 kernels" in legend
+
+
+def test_several_kernels_share_one_sweep_chart_with_a_legend():
+    xs = ["512", "1024", "2048"]
+    a = [helpers.Measurement(f"a {x}", 1.0 / int(x), flops=1e9, gpu="Test GPU", date="2026-11-24") for x in xs]
+    b = [helpers.Measurement(f"b {x}", 2.0 / int(x), flops=1e9, gpu="Test GPU", date="2026-11-24") for x in xs]
+    fig = helpers.sweep(xs, a, xlabel="size", metric="tflops", label="kernel a")
+    helpers.sweep(xs, b, xlabel="size", metric="tflops", label="kernel b", ax=fig.axes[0])
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["kernel a", "kernel b"]
+    assert [list(line.get_ydata()) for line in ax.get_lines()] == [[m.tflops for m in a], [m.tflops for m in b]]
