@@ -185,13 +185,15 @@ def test_cublas_writing_c_in_another_type_is_its_own_baseline(session, monkeypat
 
 def test_two_recorded_runs_of_notebook_07_give_ratios_within_2_points():
     """The point of interleaving: 07 recorded on the H100, then run again (its JSON kept under logs/),
-    gives every kernel's "% of cuBLAS" within 2 points, though cuBLAS's own time moved."""
+    gives every 4096³ kernel's "% of cuBLAS" within 2 points, though cuBLAS's own time moved.
+    (The size sweep's small problems run for microseconds and are left out.)"""
     from helpers import records
 
     folder = records.RESULTS_DIR / "nvidia-h100-80gb-hbm3"
     runs = [records.load(folder / "07_hopper_wgmma_tma.json"),
             records.load(folder / "logs" / "07_hopper_wgmma_tma.second-run.json")]
-    first, second = ({k: v["ratio"] for k, v in r["measurements"].items() if v.get("ratio")} for r in runs)
+    first, second = ({k: v["ratio"] for k, v in r["measurements"].items()
+                      if v.get("ratio") and v["shape"][0] == [4096, 4096]} for r in runs)
     assert len(first) >= 8 and first.keys() == second.keys()
     spread = {k: abs(first[k] - second[k]) * 100 for k in first}
     assert max(spread.values()) <= 2.0, spread
