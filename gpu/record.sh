@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Re-record notebooks on the GPU machine (after .gpu/3/device.sh install), from the repo root:
+#   COURSE_COMMIT=<the commit sent> bash gpu/record.sh ...   (the device's copy of .git may be stale)
 #   bash gpu/record.sh notebooks/00_gpu_architecture.ipynb notebooks/01_vector_add.ipynb ...
 #   bash gpu/record.sh --pytest [tests] notebooks/05_tensor_core_tensorization.ipynb ...
 # Executes each notebook with COURSE_RECORD=1, so its live measurements replace its file in
@@ -26,7 +27,7 @@ if (( pytest )); then
 else
   command="COURSE_RECORD=1 python3 -m helpers.run_notebooks $*"
 fi
-export COURSE_RECORD_COMMAND="$command (gpu/record.sh on the $gpu device, $(date -u +%FT%RZ), commit $(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown))"
+export COURSE_RECORD_COMMAND="$command (gpu/record.sh on the $gpu device, $(date -u +%FT%RZ), commit ${COURSE_COMMIT:-$(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)})"
 echo "# $gpu, $(date -u +%F) $(date -u +%R) UTC, apache-tvm $(python3 -c 'import tvm; print(tvm.__version__)'): $COURSE_RECORD_COMMAND" > "$log"
 if (( pytest )); then
   python3 -m pytest -rs -p no:cacheprovider "$@" 2>&1 | tee -a "$log"

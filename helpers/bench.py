@@ -15,7 +15,8 @@ import statistics
 import numpy as np
 import tvm
 
-from . import env, kernels, records
+from . import baselines, env, kernels, records
+from .baselines import cublas_time, event_median_ms  # noqa: F401  (the experiments time with these)
 
 
 class WrongResult(AssertionError):
@@ -41,6 +42,8 @@ class Measurement:
     params: dict | None = None
     command: str | None = None
     on_cpu: bool = False  # a CPU baseline timed on the GPU machine's host, not on the GPU
+    versus: str | None = None  # the baseline this kernel was timed interleaved with (its name)
+    ratio: float | None = None  # median over those rounds of baseline ms / this ms (1.0: as fast)
 
     @property
     def tflops(self) -> float | None:
@@ -58,6 +61,16 @@ class Measurement:
     @property
     def ok(self) -> bool:
         return self.source != "missing"
+
+    def of(self, baseline: "Measurement | None") -> float | None:
+        """This kernel's speed as a fraction of `baseline`'s (0.9: 90% of it). The median of the
+        per-round ratios when the two were timed interleaved (`Session.measure(baseline=...)`),
+        which cuBLAS's drift from run to run cannot move; else the ratio of their TFLOP/s."""
+        if baseline is None or not self.ok or not baseline.ok:
+            return None
+        if self.versus is not None and self.versus == baseline.name and self.ratio:
+            return self.ratio
+        return self.tflops / baseline.tflops if self.tflops and baseline.tflops else None
 
     def rate(self) -> str:
         parts = []
@@ -203,6 +216,7 @@ class Session:
         self.live = device is not None or env.gpu_available()
         self.device = device if device is not None else (env.device() if self.live else None)
         self.results: list[Measurement] = []
+        self._rounds = {}  # baseline name -> a function timing one round of it, in ms
         rec_device = records.recorded_device()
         if self.live and device is None:
             self.spec = env.local_gpu_spec()
@@ -267,13 +281,15 @@ class Session:
 
     def measure(self, name: str, kernel, args, expected=None, *, flops=None, bytes=None,
                 tol: float = 1e-5, repeat: int = 20, out: int = -1, params: dict | None = None,
-                quiet: bool = False) -> Measurement:
+                baseline: Measurement | None = None, quiet: bool = False) -> Measurement:
         """Build, check against `expected` (if given), time; or show the recorded result.
 
         `args` are NumPy arrays for every buffer of the kernel in order, outputs included (an
         output's contents are ignored: it is poisoned with NaN before the checked run).
         `expected` may be a function returning the reference, so that a costly float64
-        reference is only computed where the kernel really runs.
+        reference is only computed where the kernel really runs. `baseline` (a live baseline of
+        this session, e.g. `cublas_matmul`'s) is timed in rounds alternating with the kernel's,
+        so that `m.of(baseline)` is a ratio both timings' drift cannot move.
         """
         if not isinstance(repeat, int) or repeat <= 0:
             raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
@@ -295,31 +311,56 @@ class Session:
                 if not err <= tol:
                     raise WrongResult(f"{name}: relative error {err:.3e} exceeds the tolerance {tol:.0e}: "
                                       "the kernel is wrong, so it is not timed")
-            times = time_function(ex.mod, dev, dev_args, repeat=repeat)
+            versus = baseline.name if baseline is not None and baseline.name in self._rounds else None
+            if versus is None:
+                times, ratio = time_function(ex.mod, dev, dev_args, repeat=repeat), None
+            else:
+                time_function(ex.mod, dev, dev_args, repeat=1)  # warm up
+                times, _, ratio = baselines.interleaved(
+                    lambda: time_function(ex.mod, dev, dev_args, repeat=1, warmup=0)[0], self._rounds[versus], repeat)
             m = self._finish(self._new(name, statistics.median(times), rel_err=err, flops=flops, bytes=bytes,
-                                       shape=shape, dtype=dtype, params=params))
+                                       shape=shape, dtype=dtype, params=params, versus=versus, ratio=ratio))
         if not quiet:
             print(m)
         return m
 
     def cublas_matmul(self, M: int, N: int, K: int, dtype: str = "float32", *, transpose_b: bool = False,
-                      repeat: int = 20, name: str | None = None, quiet: bool = False) -> Measurement:
-        """cuBLAS on the same problem, through torch (or cupy), TF32 off; recorded without a GPU."""
-        name = name or f"cuBLAS {dtype} {M}x{N}x{K}"
+                      out_dtype: str | None = None, repeat: int = 20, name: str | None = None,
+                      quiet: bool = False) -> Measurement:
+        """cuBLAS on the same problem, through torch (or cupy), TF32 off; recorded without a GPU.
+        `out_dtype`: C's type when it differs from A's and B's (fp16 in, fp32 C)."""
+        out_dtype = out_dtype if out_dtype != dtype else None
+        name = name or f"cuBLAS {dtype} {M}x{N}x{K}" + (f", {out_dtype} C" if out_dtype else "")
         if not self.live:
             m = self._recorded(name)
         else:
-            ms = cublas_time(M, N, K, dtype, transpose_b=transpose_b, repeat=repeat)
-            if ms is None:
+            try:
+                call = baselines.cublas_call(M, N, K, dtype, transpose_b, out_dtype)
+            except RuntimeError as err:
+                call, why = None, str(err)
+            else:
+                why = "neither torch nor cupy is installed"
+            if call is None:
                 m = Measurement(name=name, ms=None, source="missing", gpu=self.spec.name, notebook=self.notebook)
-                print(f"{name}: neither torch nor cupy is installed, so there is no cuBLAS baseline")
+                print(f"{name}: {why}, so there is no cuBLAS baseline")
                 return m
-            m = self._finish(self._new(name, ms, flops=2.0 * M * N * K,
-                                       bytes=float((M * K + K * N + M * N) * np.dtype(dtype).itemsize),
-                                       shape=[M, N, K], dtype=dtype, params={"transpose_b": transpose_b}))
+            c_bytes = M * N * np.dtype(out_dtype or dtype).itemsize
+            m = self.baseline(name, baselines.event_rounds(*call), repeat=repeat, flops=2.0 * M * N * K,
+                              bytes=float((M * K + K * N) * np.dtype(dtype).itemsize + c_bytes),
+                              shape=[M, N, K], dtype=dtype,
+                              params={"transpose_b": transpose_b} | ({"out_dtype": out_dtype} if out_dtype else {}))
         if not quiet:
             print(m)
         return m
+
+    def baseline(self, name: str, one_round, *, repeat: int = 20, **kw) -> Measurement:
+        """Time a baseline from `one_round()` (ms per call over one timed round): the median of
+        `repeat` rounds. The session keeps `one_round`, so that a kernel measured with
+        `baseline=` this measurement is timed interleaved with it."""
+        if not isinstance(repeat, int) or repeat <= 0:
+            raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+        self._rounds[name] = one_round
+        return self._finish(self._new(name, statistics.median(one_round() for _ in range(repeat)), **kw))
 
     def record(self, name: str, ms: float, **kw) -> Measurement:
         """Keep a live number measured by other means (e.g. torch) beside the kernels'; pass
@@ -349,72 +390,3 @@ def recorded_measurements(notebook: str, gpu: str | None = None) -> list[Measure
 def start(notebook: str) -> Session:
     """Open a notebook's session and print its banner line."""
     return Session(notebook)
-
-
-# ---------------------------------------------------------------- baselines
-
-
-def cublas_time(M, N, K, dtype="float32", transpose_b=False, repeat=20, warmup=3) -> float | None:
-    """Median ms of one cuBLAS matmul (torch, else cupy), TF32 and reduced-precision sums off."""
-    if repeat <= 0:
-        raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
-    try:
-        import torch
-
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-        dt = getattr(torch, dtype)
-        a = torch.randn(M, K, device="cuda", dtype=dt)
-        b = torch.randn(N, K, device="cuda", dtype=dt).t() if transpose_b else torch.randn(K, N, device="cuda", dtype=dt)
-        c = torch.empty(M, N, device="cuda", dtype=dt)
-
-        def call():
-            torch.matmul(a, b, out=c)
-
-        Event, sync = torch.cuda.Event, torch.cuda.synchronize
-    except ImportError:
-        try:
-            import cupy
-        except ImportError:
-            return None
-        a = cupy.random.randn(M, K).astype(dtype)
-        b = cupy.random.randn(N, K).astype(dtype).T if transpose_b else cupy.random.randn(K, N).astype(dtype)
-        c = cupy.empty((M, N), dtype=dtype)
-
-        def call():
-            cupy.matmul(a, b, out=c)
-
-        Event, sync = (lambda **_: cupy.cuda.Event()), cupy.cuda.Device().synchronize
-    return event_median_ms(call, Event, sync, repeat, warmup)
-
-
-def event_median_ms(call, Event, sync, repeat: int, warmup: int) -> float:
-    """Median of device-event timings of `call`, each timing long enough (>= 10 ms) to trust."""
-    for _ in range(warmup):
-        call()
-    sync()
-    start, end = Event(enable_timing=True), Event(enable_timing=True)
-    start.record()
-    call()
-    end.record()
-    sync()
-    one = max(_elapsed(start, end), 1e-3)
-    inner = max(1, int(10.0 / one))
-    times = []
-    for _ in range(repeat):
-        start.record()
-        for _ in range(inner):
-            call()
-        end.record()
-        sync()
-        times.append(_elapsed(start, end) / inner)
-    return statistics.median(times)
-
-
-def _elapsed(start, end) -> float:
-    if hasattr(start, "elapsed_time"):
-        return start.elapsed_time(end)
-    import cupy
-
-    return cupy.cuda.get_elapsed_time(start, end)
-

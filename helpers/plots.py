@@ -153,17 +153,19 @@ def roofline(spec: GpuSpec, points: list[Measurement] = (), *, measured_bandwidt
 
 
 def versus_baseline(points: list[Measurement], baseline: Measurement, *, title: str | None = None, ax=None):
-    """Horizontal bars: each kernel's TFLOP/s as a percentage of the baseline (cuBLAS)."""
+    """Horizontal bars: each kernel's TFLOP/s, and its speed as a percentage of the baseline's
+    (cuBLAS): the interleaved ratio where the two were timed together (`Measurement.of`)."""
     pts = [p for p in points if p.ok and p.tflops]
     if not baseline.ok or not baseline.tflops:
         raise ValueError(f"the baseline {baseline.name!r} has no result to compare with")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(8, 0.5 * len(pts) + 1.5))
     names = [p.name for p in pts] + [baseline.name]
     values = [p.tflops for p in pts] + [baseline.tflops]
+    shares = [p.of(baseline) for p in pts] + [1.0]
     colors = ["C0"] * len(pts) + ["C3"]
     ax.barh(names, values, color=colors)
-    for i, v in enumerate(values):
-        ax.text(v, i, f"  {v:,.1f} TFLOP/s ({v / baseline.tflops:.0%})", va="center", fontsize=8)
+    for i, (v, share) in enumerate(zip(values, shares)):
+        ax.text(v, i, f"  {v:,.1f} TFLOP/s ({share:.0%})", va="center", fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("TFLOP/s")
     ax.set_xlim(0, max(values) * 1.35)
@@ -172,16 +174,18 @@ def versus_baseline(points: list[Measurement], baseline: Measurement, *, title: 
 
 
 def sweep(xs, measurements: list[Measurement], *, xlabel: str, metric: str = "gbps", ceiling: float | None = None,
-          ceiling_label: str = "ceiling", title: str | None = None, ax=None):
-    """A parameter sweep (e.g. threads per block) against GB/s or TFLOP/s."""
+          ceiling_label: str = "ceiling", title: str | None = None, label: str | None = None, ax=None):
+    """A parameter sweep (e.g. threads per block) against GB/s or TFLOP/s. Several kernels share
+    one chart when each call passes its `label` and the same `ax`."""
     if metric not in ("gbps", "tflops"):
         raise ValueError(f"metric must be 'gbps' or 'tflops', got {metric!r}")
     pairs = [(x, getattr(m, metric)) for x, m in zip(xs, measurements) if m.ok]
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7, 4))
     if pairs:
-        ax.plot([str(p[0]) for p in pairs], [p[1] for p in pairs], "o-")
+        ax.plot([str(p[0]) for p in pairs], [p[1] for p in pairs], "o-", label=label)
     if ceiling:
         ax.axhline(ceiling, color="grey", ls="--", label=ceiling_label)
+    if ceiling or label:
         ax.legend(fontsize=8)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("GB/s" if metric == "gbps" else "TFLOP/s")
@@ -220,8 +224,8 @@ def table(measurements: list[Measurement], baseline: Measurement | None = None, 
             rows.append((m.name, "-", "-", "-", "-", "-", "no record"))
             continue
         vs = ""
-        if baseline is not None and baseline.ok and m.tflops and baseline.tflops:
-            vs = f"{m.tflops / baseline.tflops:.0%}"
+        if baseline is not None and m.of(baseline) is not None:
+            vs = f"{m.of(baseline):.0%}"
         elif ceiling_gbps and m.gbps:
             vs = f"{m.gbps / ceiling_gbps:.0%} of copy"
         rows.append((

@@ -7,7 +7,7 @@ import pytest
 import tvm
 
 import helpers
-from helpers import bench, records
+from helpers import baselines, bench, records
 
 from conftest import N, needs_gpu, write_record
 
@@ -156,55 +156,10 @@ def test_recorded_measurements_of_a_notebook(results_dir):
 # ---------------------------------------------------------------- timing, with stand-ins for the GPU
 
 
-class _Clock:
-    """A GPU stand-in whose every call of a kernel takes `cost` ms; `sync` may change the cost
-    (a GPU whose speed differs from one timed round to the next)."""
-
-    def __init__(self, cost, costs=()):
-        self.t, self.cost, self.costs, self.calls, self.syncs = 0.0, cost, list(costs), 0, 0
-
-    def call(self):
-        self.t += self.cost
-        self.calls += 1
-
-    def sync(self):
-        self.syncs += 1
-        if self.syncs > 2 and self.costs:  # after the warm-up and the first timed call: one cost per round
-            self.cost = self.costs.pop(0)
-
-    def Event(self, enable_timing=False):
-        clock = self
-
-        class Event:
-            def record(self):
-                assert enable_timing, "events must be made with enable_timing=True"
-                self.t = clock.t
-
-            def elapsed_time(self, end):
-                return end.t - self.t
-
-        return Event()
-
-
-def test_event_timing_runs_each_round_for_10_ms():
-    gpu = _Clock(0.5)
-    assert bench.event_median_ms(gpu.call, gpu.Event, gpu.sync, repeat=3, warmup=2) == pytest.approx(0.5)
-    assert gpu.calls == 2 + 1 + 3 * 20  # warm-up, one call to size the rounds, 3 rounds of 20 calls (10 ms)
-    fast = _Clock(0.0)  # faster than the clock can tell: rounds of 10,000 calls, not a division by zero
-    assert bench.event_median_ms(fast.call, fast.Event, fast.sync, repeat=1, warmup=0) == 0.0 and fast.calls == 10_001
-    slow = _Clock(25.0)  # a call longer than 10 ms: one per round
-    assert bench.event_median_ms(slow.call, slow.Event, slow.sync, repeat=2, warmup=1) == 25.0 and slow.calls == 4
-
-
-def test_event_timing_is_the_median_of_the_rounds():
-    gpu = _Clock(1.0, costs=[1.0, 9.0, 2.0, 3.0, 1.5])
-    assert bench.event_median_ms(gpu.call, gpu.Event, gpu.sync, repeat=5, warmup=0) == pytest.approx(2.0)
-
-
 def test_cupy_events_are_read_through_cupy(monkeypatch):
     cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(get_elapsed_time=lambda s, e: e.t - s.t))
     monkeypatch.setitem(sys.modules, "cupy", cupy)
-    assert bench._elapsed(types.SimpleNamespace(t=1.0), types.SimpleNamespace(t=3.5)) == 2.5
+    assert baselines._elapsed(types.SimpleNamespace(t=1.0), types.SimpleNamespace(t=3.5)) == 2.5
 
 
 def _fake_torch(calls):
@@ -225,9 +180,9 @@ def test_cublas_through_torch_times_one_matmul_without_tf32(monkeypatch):
     calls, timed = [], []
     torch = _fake_torch(calls)
     monkeypatch.setitem(sys.modules, "torch", torch)
-    monkeypatch.setattr(bench, "event_median_ms", lambda call, Event, sync, repeat, warmup:
+    monkeypatch.setattr(baselines, "event_median_ms", lambda call, Event, sync, repeat, warmup:
                         timed.append((call, Event, sync, repeat, warmup)) or 1.25)
-    assert bench.cublas_time(64, 32, 16, "float16", repeat=7, warmup=4) == 1.25
+    assert baselines.cublas_time(64, 32, 16, "float16", repeat=7, warmup=4) == 1.25
     call, Event, sync, repeat, warmup = timed[0]
     assert (Event, sync, repeat, warmup) == ("torch event", "torch sync", 7, 4)
     assert torch.backends.cuda.matmul.allow_tf32 is False
@@ -237,7 +192,7 @@ def test_cublas_through_torch_times_one_matmul_without_tf32(monkeypatch):
     assert (a.shape, b.shape, c.shape) == ((64, 16), (16, 32), (64, 32))
     assert {a.dtype, b.dtype, c.dtype} == {"torch.float16"} and {a.device, b.device, c.device} == {"cuda"}
     assert not b.transposed
-    bench.cublas_time(64, 32, 16, transpose_b=True)
+    baselines.cublas_time(64, 32, 16, transpose_b=True)
     timed[1][0]()
     b = calls[1][1]
     assert (b.transposed, b.shape, b.dtype, b.device) == (True, (16, 32), "torch.float32", "cuda")
@@ -264,22 +219,22 @@ def test_cublas_through_cupy_when_torch_is_missing(monkeypatch):
         cuda=types.SimpleNamespace(Event=lambda: "cupy event", Device=lambda: types.SimpleNamespace(synchronize="cupy sync")))
     monkeypatch.setitem(sys.modules, "torch", None)  # import torch fails
     monkeypatch.setitem(sys.modules, "cupy", cupy)
-    monkeypatch.setattr(bench, "event_median_ms", lambda call, Event, sync, repeat, warmup:
+    monkeypatch.setattr(baselines, "event_median_ms", lambda call, Event, sync, repeat, warmup:
                         timed.append((call, Event, sync, repeat, warmup)) or 2.5)
-    assert bench.cublas_time(64, 32, 16, "float32", transpose_b=True, repeat=5) == 2.5
+    assert baselines.cublas_time(64, 32, 16, "float32", transpose_b=True, repeat=5) == 2.5
     call, Event, sync, repeat, warmup = timed[0]
     assert (Event(enable_timing=True), sync, repeat, warmup) == ("cupy event", "cupy sync", 5, 3)
     call()
     (a, b, c), = calls
     assert (a.shape, b.shape, c.shape) == ((64, 16), (16, 32), (64, 32)) and {a.dtype, b.dtype, c.dtype} == {"float32"}
     assert b.transposed
-    bench.cublas_time(8, 4, 2, "float16", repeat=1)
+    baselines.cublas_time(8, 4, 2, "float16", repeat=1)
     timed[1][0]()
     assert (calls[1][1].shape, calls[1][1].dtype, calls[1][1].transposed) == ((2, 4), "float16", False)
     monkeypatch.setitem(sys.modules, "cupy", None)
-    assert bench.cublas_time(8, 4, 2) is None  # neither library: no baseline
+    assert baselines.cublas_time(8, 4, 2) is None  # neither library: no baseline
     with pytest.raises(ValueError, match="repeat must be a positive integer, got 0"):
-        bench.cublas_time(8, 4, 2, repeat=0)
+        baselines.cublas_time(8, 4, 2, repeat=0)
 
 
 def test_time_function_hands_its_arguments_to_tvms_timer():

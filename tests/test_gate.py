@@ -229,17 +229,18 @@ def test_live_numbers_are_labelled_and_recorded_only_when_asked(session, inputs,
 
 def test_cublas_baseline_in_a_live_session(session, monkeypatch, capsys):
     asked = []
-    monkeypatch.setattr(bench, "cublas_time", lambda *a, **kw: asked.append((a, kw)) or 0.5)
+    monkeypatch.setattr(bench.baselines, "cublas_call", lambda *a: asked.append(a) or ("call", "Event", "sync"))
+    monkeypatch.setattr(bench.baselines, "event_rounds", lambda call, Event, sync: lambda: 0.5)  # rounds of 0.5 ms
     m = session.cublas_matmul(64, 32, 16, "float16", transpose_b=True, repeat=4)
-    assert asked == [((64, 32, 16, "float16"), {"transpose_b": True, "repeat": 4})]
+    assert asked == [(64, 32, 16, "float16", True, None)]
     assert (m.name, m.ms, m.flops, m.bytes, m.shape, m.dtype, m.params) == (
         "cuBLAS float16 64x32x16", 0.5, 2.0 * 64 * 32 * 16, 2.0 * (64 * 16 + 16 * 32 + 64 * 32), [64, 32, 16], "float16",
         {"transpose_b": True})
     assert m.source == "live" and session.results == [m]
     assert capsys.readouterr().out == f"{m}\n"
     assert session.cublas_matmul(8, 8, 8, name="mine", quiet=True).name == "mine" and capsys.readouterr().out == ""
-    assert asked[-1] == ((8, 8, 8, "float32"), {"transpose_b": False, "repeat": 20})
-    monkeypatch.setattr(bench, "cublas_time", lambda *a, **kw: None)
+    assert asked[-1] == (8, 8, 8, "float32", False, None)
+    monkeypatch.setattr(bench.baselines, "cublas_call", lambda *a: None)
     none = session.cublas_matmul(8, 8, 8)
     assert (none.ok, none.name, none.gpu, none.notebook) == (False, "cuBLAS float32 8x8x8", "Test GPU", "01_vector_add")
     assert capsys.readouterr().out == "cuBLAS float32 8x8x8: neither torch nor cupy is installed, so there is no cuBLAS baseline\n"

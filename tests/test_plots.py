@@ -394,3 +394,14 @@ def test_names_of_one_spot_stack_as_near_as_they_fit():
     fig.canvas.draw()
     boxes = [matplotlib.text.Text.get_window_extent(a) for a in ax.texts]
     assert not [(i, j) for i in range(6) for j in range(i) if boxes[i].overlaps(boxes[j])]
+
+
+def test_several_kernels_share_one_sweep_chart_with_a_legend():
+    xs = ["512", "1024", "2048"]
+    a = [helpers.Measurement(f"a {x}", 1.0 / int(x), flops=1e9, gpu="Test GPU", date="2026-11-24") for x in xs]
+    b = [helpers.Measurement(f"b {x}", 2.0 / int(x), flops=1e9, gpu="Test GPU", date="2026-11-24") for x in xs]
+    fig = helpers.sweep(xs, a, xlabel="size", metric="tflops", label="kernel a")
+    helpers.sweep(xs, b, xlabel="size", metric="tflops", label="kernel b", ax=fig.axes[0])
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["kernel a", "kernel b"]
+    assert [list(line.get_ydata()) for line in ax.get_lines()] == [[m.tflops for m in a], [m.tflops for m in b]]

@@ -25,17 +25,11 @@ CODE_LINES = 40  # lines of code in one cell
 OUTPUT_LINES = 40  # lines of one text output
 WIDTH = 120  # characters in one line of output
 
-#: Cells over the limits for a reason this test cannot fix by itself, keyed by notebook and cell id.
-#: Most hold output recorded live on a GPU: they pass once the notebook is re-recorded on one, after
-#: the code named in the reason prints narrower lines. The test fails when one of them already
-#: passes, so the list only shrinks.
-_MEASUREMENT = ("a measurement line over 120 characters: helpers.bench.Measurement.__str__ must print "
-                "narrower lines (issue 20's file), then a GPU re-run")
-AWAITING: dict[tuple[str, str], str] = {
-    ("03_matmul_local_blocking", "f717accc"): _MEASUREMENT,
-    ("03_matmul_local_blocking", "5e4cacc8"): "helpers.plots.table's rows are over 120 characters (long kernel names)",
-    ("07_hopper_wgmma_tma", "fffe078c"): "hopper_matmul is one TIRx kernel of 126 lines, not yet split into steps",
-}
+#: Cells over the limits for a reason this test cannot fix by itself (output recorded live on a GPU,
+#: waiting for the next recording), keyed by (notebook, cell id) with the reason. Empty since the
+#: series was re-recorded on 2026-11-24; the test fails when a listed cell already passes, so the
+#: list only shrinks.
+AWAITING: dict[tuple[str, str], str] = {}
 #: Cells whose output prints a measurement's name with a maintainer's word in it: the name is also its
 #: key in notebooks/results/, so it changes with the next recording ("seed schedule" in notebook 05).
 RECORDED_NAMES = {("05_tensor_core_tensorization", "3068cff4"), ("05_tensor_core_tensorization", "61443e2b")}

@@ -18,8 +18,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 again=no; if [ "${1:-}" = "--again" ]; then again=yes; shift; fi
 files=("$@")
 [ ${#files[@]} -gt 0 ] || files=(helpers/bench.py helpers/records.py helpers/plots.py helpers/env.py)
-tests=(tests/test_bench.py tests/test_gate.py tests/test_values.py tests/test_plots.py tests/test_records.py
-       tests/test_env.py)
+tests=(tests/test_bench.py tests/test_gate.py tests/test_interleaved.py tests/test_values.py tests/test_plots.py
+       tests/test_records.py tests/test_env.py)
 existing=(); for t in "${tests[@]}"; do [ -e "$root/$t" ] && existing+=("$t"); done; tests=("${existing[@]}")
 work=${MUTATION_DIR:-$(mktemp -d -t course-mutation.XXXX)}
 mkdir -p "$work"

@@ -458,7 +458,7 @@ def profiled() -> dict[str, Variant]:
                          lambda: helpers.replay(helpers.database_dir("matmul_fp16_4096_mma_template"), func).sch,
                          SHAPE, ASYNC),
         "wgmma": Variant("07's wgmma + TMA kernel (TIRx), 128x256, 4 stages, warp-specialized",
-                         lambda: notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "def hopper_matmul(").hopper_matmul(N, N, N),
+                         lambda: notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "@T.macro", "def hopper_matmul(").hopper_matmul(N, N, N),
                          SHAPE, {}, "tirx", "sm_90a"),
     }
 

@@ -48,8 +48,8 @@ N = 4096
 SHAPE = (N, N, N)
 
 # The kernel and the designs compared are notebook 07's: its cell of constants (VARIANTS: name ->
-# block_n, stages, specialized) and its `hopper_matmul`, run as a module.
-NOTEBOOK = notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "def hopper_matmul(")
+# block_n, stages, specialized), its macros and its `hopper_matmul`, run as a module.
+NOTEBOOK = notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "@T.macro", "def hopper_matmul(")
 KERNELS = NOTEBOOK.VARIANTS
 
 

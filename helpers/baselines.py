@@ -1,0 +1,118 @@
+"""The yardstick, timed fairly: cuBLAS (through torch, else cupy) on the same problem, and the
+interleaved comparison behind every "% of cuBLAS" in the course.
+
+cuBLAS's own time moves by a few percent from one run to the next (clocks, temperature, what
+ran before), so a ratio of two timings taken minutes apart moves with it. Timing a kernel and
+cuBLAS in alternating rounds, in one process, and taking the median of the per-round ratios
+lets both see the same GPU at the same moment: the ratio holds still while both times drift.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Callable
+
+
+def cublas_call(M, N, K, dtype="float32", transpose_b=False, out_dtype=None):
+    """(call, Event, sync): one cuBLAS matmul on fresh random operands, torch's (else cupy's)
+    CUDA events and synchronize; None if neither is installed. TF32 and reduced-precision sums
+    are off, so the fp32 baseline really is fp32. `out_dtype` (e.g. fp32 C from fp16 A and B,
+    as a kernel with an fp32 epilogue writes) needs torch's `torch.mm(..., out_dtype=)`."""
+    if out_dtype not in (None, dtype):
+        return _mixed_call(M, N, K, dtype, transpose_b, out_dtype)
+    try:
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
+        dt = getattr(torch, dtype)
+        a = torch.randn(M, K, device="cuda", dtype=dt)
+        b = torch.randn(N, K, device="cuda", dtype=dt).t() if transpose_b else torch.randn(K, N, device="cuda", dtype=dt)
+        c = torch.empty(M, N, device="cuda", dtype=dt)
+        return (lambda: torch.matmul(a, b, out=c)), torch.cuda.Event, torch.cuda.synchronize
+    except ImportError:
+        try:
+            import cupy
+        except ImportError:
+            return None
+        a = cupy.random.randn(M, K).astype(dtype)
+        b = cupy.random.randn(N, K).astype(dtype).T if transpose_b else cupy.random.randn(K, N).astype(dtype)
+        c = cupy.empty((M, N), dtype=dtype)
+        return (lambda: cupy.matmul(a, b, out=c)), (lambda **_: cupy.cuda.Event()), cupy.cuda.Device().synchronize
+
+
+def _mixed_call(M, N, K, dtype, transpose_b, out_dtype):
+    try:
+        import torch
+    except ImportError:
+        return None
+    a = torch.randn(M, K, device="cuda", dtype=getattr(torch, dtype))
+    b = torch.randn(N, K, device="cuda", dtype=a.dtype).t() if transpose_b else torch.randn(K, N, device="cuda", dtype=a.dtype)
+    c = torch.empty(M, N, device="cuda", dtype=getattr(torch, out_dtype))
+    try:
+        torch.mm(a, b, out_dtype=c.dtype, out=c)
+    except TypeError as err:  # torch.mm has out_dtype since torch 2.8
+        raise RuntimeError(f"torch {torch.__version__} cannot write {out_dtype} C from {dtype} A and B "
+                           f"(torch.mm has no out_dtype): {err}") from None
+    return (lambda: torch.mm(a, b, out_dtype=c.dtype, out=c)), torch.cuda.Event, torch.cuda.synchronize
+
+
+def cublas_time(M, N, K, dtype="float32", transpose_b=False, repeat=20, warmup=3) -> float | None:
+    """Median ms of one cuBLAS matmul (torch, else cupy); None without either."""
+    if repeat <= 0:
+        raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+    found = cublas_call(M, N, K, dtype, transpose_b)
+    return None if found is None else event_median_ms(*found, repeat, warmup)
+
+
+def event_rounds(call, Event, sync, warmup: int = 3) -> Callable[[], float]:
+    """A function that times one round of `call` with device events and returns ms per call; a
+    round repeats the call for at least 10 ms, so that launch jitter averages out."""
+    for _ in range(warmup):
+        call()
+    sync()
+    start, end = Event(enable_timing=True), Event(enable_timing=True)
+    start.record()
+    call()
+    end.record()
+    sync()
+    inner = max(1, math.ceil(10.0 / max(_elapsed(start, end), 1e-3)))
+
+    def one_round() -> float:
+        start.record()
+        for _ in range(inner):
+            call()
+        end.record()
+        sync()
+        return _elapsed(start, end) / inner
+
+    return one_round
+
+
+def event_median_ms(call, Event, sync, repeat: int, warmup: int) -> float:
+    """Median of `repeat` device-event rounds of `call` (see `event_rounds`)."""
+    one_round = event_rounds(call, Event, sync, warmup)
+    return statistics.median(one_round() for _ in range(repeat))
+
+
+def interleaved(kernel_round: Callable[[], float], baseline_round: Callable[[], float], rounds: int):
+    """Alternate a round of the kernel and a round of the baseline `rounds` times.
+
+    Returns (kernel ms per round, baseline ms per round, median of baseline ms / kernel ms): the
+    kernel's speed as a fraction of the baseline's (1.0 = as fast; over 1.0 = faster)."""
+    if not isinstance(rounds, int) or rounds <= 0:
+        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    kernel, baseline = [], []
+    for _ in range(rounds):
+        kernel.append(kernel_round())
+        baseline.append(baseline_round())
+    return kernel, baseline, statistics.median(b / k for k, b in zip(kernel, baseline))
+
+
+def _elapsed(start, end) -> float:
+    if hasattr(start, "elapsed_time"):
+        return start.elapsed_time(end)
+    import cupy
+
+    return cupy.cuda.get_elapsed_time(start, end)

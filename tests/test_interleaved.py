@@ -1,0 +1,202 @@
+"""Every "% of cuBLAS" in the course is a ratio timed interleaved: kernel and cuBLAS in alternating
+rounds of one process, the median of the per-round ratios. These check that machinery on the CPU
+with stand-in clocks, so that each test knows exactly which number must come out."""
+
+import itertools
+
+import numpy as np
+import pytest
+import tvm
+from tvm import te
+
+import helpers
+from helpers import baselines, bench
+
+from conftest import needs_gpu, write_record
+
+
+def test_interleaving_alternates_rounds_and_takes_the_median_of_per_round_ratios():
+    order = []
+    kernel = iter([1.0, 1.0, 10.0])
+    blas = iter([2.0, 3.0, 10.0])
+    k_times, b_times, ratio = baselines.interleaved(lambda: order.append("k") or next(kernel),
+                                                     lambda: order.append("b") or next(blas), 3)
+    assert order == ["k", "b"] * 3
+    assert (k_times, b_times) == ([1.0, 1.0, 10.0], [2.0, 3.0, 10.0])
+    # per-round ratios 2, 3, 1: their median is 2 (the ratio of the medians would say 3)
+    assert ratio == 2.0
+
+
+def test_a_drift_both_timings_share_does_not_move_the_ratio():
+    """The GPU slows down 5% a round (a clock settling): both times drift, their ratio does not."""
+    drift = itertools.count()
+    state = {}
+
+    def kernel():
+        state["f"] = 1.05 ** next(drift)
+        return 1.25 * state["f"]
+
+    k_times, b_times, ratio = baselines.interleaved(kernel, lambda: 1.0 * state["f"], 9)
+    assert ratio == pytest.approx(0.8)
+    assert max(k_times) / min(k_times) > 1.4  # while the times themselves moved by 40%
+
+
+@pytest.mark.parametrize("rounds", [0, -1, 2.5])
+def test_interleaving_needs_a_positive_number_of_rounds(rounds):
+    with pytest.raises(ValueError, match=f"rounds must be a positive integer, got {rounds!r}"):
+        baselines.interleaved(lambda: 1.0, lambda: 1.0, rounds)
+
+
+class _Clock:
+    """Device events over a made-up clock: every call of the timed function takes `ms`."""
+
+    def __init__(self, ms):
+        self.now, self.ms, self.calls, self.syncs = 0.0, ms, 0, 0
+
+    def call(self):
+        self.calls += 1
+        self.now += self.ms
+
+    def sync(self):
+        self.syncs += 1
+
+    def Event(self, enable_timing):
+        clock = self
+
+        class Event:
+            def record(self):
+                self.t = clock.now
+
+            def elapsed_time(self, end):
+                return end.t - self.t
+
+        assert enable_timing
+        return Event()
+
+
+@pytest.mark.parametrize("ms, inner", [(2.0, 5), (0.3, 34), (25.0, 1)])
+def test_a_round_repeats_the_call_for_at_least_10_ms_and_returns_ms_per_call(ms, inner):
+    clock = _Clock(ms)
+    one_round = baselines.event_rounds(clock.call, clock.Event, clock.sync, warmup=2)
+    assert clock.calls == 3  # two warm-up calls, one call to size the rounds
+    assert one_round() == pytest.approx(ms)
+    assert clock.calls == 3 + inner and inner * ms >= 10.0 and (inner == 1 or (inner - 1) * ms < 10.0)
+    assert baselines.event_median_ms(clock.call, clock.Event, clock.sync, repeat=3, warmup=0) == pytest.approx(ms)
+
+
+N = 64
+ADD = te.create_prim_func([a := te.placeholder((N,), "float32", name="A"), b := te.placeholder((N,), "float32", name="B"),
+                           te.compute((N,), lambda i: a[i] + b[i], name="C")])
+
+
+@pytest.fixture
+def session(results_dir, monkeypatch):
+    """A live session on the CPU whose kernel rounds take 2, 4, 6, ... ms (a stand-in timer)."""
+    write_record(results_dir, "01_vector_add", "recorded")
+    nb = bench.Session("01_vector_add", quiet=True, device=tvm.cpu(0), target=tvm.target.Target("llvm"))
+    kernel_ms = itertools.count(2.0, 2.0)
+    monkeypatch.setattr(bench, "time_function", lambda *a, repeat, **kw: [next(kernel_ms) for _ in range(repeat)])
+    return nb
+
+
+def _add(nb, **kw):
+    x = np.ones(N, np.float32)
+    return nb.measure("add", ADD, [x, x, np.empty(N, np.float32)], 2 * x.astype(np.float64), flops=N, quiet=True, **kw)
+
+
+def test_a_kernel_measured_against_a_baseline_is_timed_interleaved_with_it(session):
+    blas_ms = itertools.count(1.0, 1.0)
+    base = session.baseline("cuBLAS stand-in", lambda: next(blas_ms), repeat=3, flops=N)
+    assert base.ms == 2.0 and base.source == "live" and session.results == [base]  # rounds 1, 2, 3 ms
+    m = _add(session, baseline=base, repeat=4)
+    # after the warm-up round (2 ms), kernel rounds 4, 6, 8, 10 ms beside baseline rounds 4, 5, 6, 7 ms
+    assert m.versus == "cuBLAS stand-in" and m.ms == 7.0
+    assert m.ratio == pytest.approx(np.median([4 / 4, 5 / 6, 6 / 8, 7 / 10]))
+    assert m.of(base) == m.ratio != m.tflops / base.tflops
+    assert "cuBLAS stand-in" in helpers.table([m, base], baseline=base) and f"{m.ratio:.0%}" in helpers.table([m], base)
+
+
+def test_without_a_live_baseline_the_kernel_is_timed_alone(session):
+    recorded = bench.Measurement("cuBLAS from a record", 1.0, flops=N, source="recorded")
+    m = _add(session, baseline=recorded, repeat=3)
+    assert (m.versus, m.ratio, m.ms) == (None, None, 4.0)
+    assert m.of(recorded) == pytest.approx(m.tflops / recorded.tflops) == pytest.approx(0.25)
+
+
+def test_a_baseline_needs_a_positive_number_of_rounds(session):
+    with pytest.raises(ValueError, match="repeat must be a positive integer, got 0"):
+        session.baseline("cuBLAS stand-in", lambda: 1.0, repeat=0)
+
+
+def test_of_uses_the_interleaved_ratio_only_against_the_baseline_it_was_timed_with():
+    blas = bench.Measurement("cuBLAS", 1.0, flops=1e9)
+    other = bench.Measurement("cuBLAS, another run", 0.5, flops=1e9)
+    m = bench.Measurement("kernel", 2.0, flops=1e9, versus="cuBLAS", ratio=0.6)
+    assert m.of(blas) == 0.6
+    assert m.of(other) == pytest.approx(0.25)  # no interleaved ratio: the TFLOP/s ratio
+    assert m.of(None) is None and m.of(bench.Measurement("cuBLAS", None, source="missing")) is None
+    assert bench.Measurement("kernel", None, source="missing").of(blas) is None
+    assert bench.Measurement("no flops", 2.0).of(blas) is None
+
+
+def test_the_interleaved_ratio_is_recorded_and_shown_without_a_gpu():
+    m = bench.Measurement("kernel", 2.0, flops=1e9, versus="cuBLAS", ratio=0.873, gpu="Test GPU")
+    back = bench.Measurement.from_record(m.to_record())
+    assert (back.versus, back.ratio, back.source) == ("cuBLAS", 0.873, "recorded")
+    blas = bench.Measurement.from_record(bench.Measurement("cuBLAS", 1.0, flops=1e9).to_record())
+    row = helpers.table([back], baseline=blas).splitlines()[-1]
+    assert "87%" in row and "50%" not in row
+
+
+@needs_gpu
+def test_on_the_gpu_a_kernel_is_timed_interleaved_with_cublas(results_dir, vector_add, vector_add_args):
+    nb = bench.Session("01_vector_add", quiet=True)
+    blas = nb.cublas_matmul(256, 256, 256, quiet=True)
+    if not blas.ok:
+        pytest.skip("neither torch nor cupy: no cuBLAS here")
+    args, expected = vector_add_args
+    m = nb.measure("vector add", vector_add, args, expected, baseline=blas, repeat=5, quiet=True)
+    assert m.versus == blas.name and m.ratio > 0 and m.of(blas) == m.ratio
+
+
+def test_cublas_writing_c_in_another_type_is_its_own_baseline(session, monkeypatch, capsys):
+    """A kernel writing fp32 C from fp16 A and B is compared with cuBLAS writing fp32 C too; where
+    torch cannot do that, the baseline says why and is missing, and nothing else is timed."""
+    asked = []
+
+    def call(M, N, K, dtype, transpose_b, out_dtype):
+        asked.append((M, N, K, dtype, transpose_b, out_dtype))
+        raise RuntimeError("torch 2.5 cannot write float32 C from float16 A and B")
+
+    monkeypatch.setattr(baselines, "cublas_call", call)
+    m = session.cublas_matmul(64, 32, 16, "float16", out_dtype="float32")
+    assert asked == [(64, 32, 16, "float16", False, "float32")]
+    assert (m.name, m.source) == ("cuBLAS float16 64x32x16, float32 C", "missing")
+    assert capsys.readouterr().out == ("cuBLAS float16 64x32x16, float32 C: torch 2.5 cannot write float32 C from "
+                                       "float16 A and B, so there is no cuBLAS baseline\n")
+    clock = _Clock(2.0)
+    monkeypatch.setattr(baselines, "cublas_call", lambda *a: (clock.call, clock.Event, clock.sync))
+    same = session.cublas_matmul(64, 32, 16, "float16", out_dtype="float16", repeat=3, quiet=True)
+    fp32c = session.cublas_matmul(64, 32, 16, "float16", out_dtype="float32", repeat=3, quiet=True)
+    assert same.name == "cuBLAS float16 64x32x16" and same.ms == pytest.approx(2.0)
+    assert fp32c.params == {"transpose_b": False, "out_dtype": "float32"}
+    assert (same.bytes, fp32c.bytes) == ((64 * 16 + 16 * 32 + 64 * 32) * 2, (64 * 16 + 16 * 32) * 2 + 64 * 32 * 4)
+
+
+def test_two_recorded_runs_of_notebook_07_agree():
+    """The point of interleaving: 07 recorded on the H100, then run again (its JSON kept under logs/),
+    gives most 4096³ kernels' "% of cuBLAS" within 2 points of each other (the median kernel's
+    within about 1), though cuBLAS's own time moved by 5% between the runs. Not every ratio holds still: in the recorded
+    pair one kernel's moved 3.6 points while its own time did not (the cuBLAS rounds it was
+    interleaved with did), so the bound for a single kernel is 4 points. (The size sweep's small
+    problems run for microseconds and are left out.)"""
+    from helpers import records
+
+    folder = records.RESULTS_DIR / "nvidia-h100-80gb-hbm3"
+    runs = [records.load(folder / "07_hopper_wgmma_tma.json"),
+            records.load(folder / "logs" / "07_hopper_wgmma_tma.second-run.json")]
+    first, second = ({k: v["ratio"] for k, v in r["measurements"].items()
+                      if v.get("ratio") and v["shape"][0] == [4096, 4096]} for r in runs)
+    assert len(first) >= 10 and first.keys() == second.keys()
+    spread = sorted(abs(first[k] - second[k]) * 100 for k in first)
+    assert spread[len(spread) // 2] <= 2.0 and spread[-1] <= 4.0, spread
