@@ -230,17 +230,33 @@ def test_live_numbers_are_labelled_and_recorded_only_when_asked(session, inputs,
 def test_cublas_baseline_in_a_live_session(session, monkeypatch, capsys):
     asked = []
     monkeypatch.setattr(bench.baselines, "cublas_call", lambda *a: asked.append(a) or ("call", "Event", "sync"))
-    monkeypatch.setattr(bench.baselines, "event_rounds", lambda call, Event, sync: lambda: 0.5)  # rounds of 0.5 ms
-    m = session.cublas_matmul(64, 32, 16, "float16", transpose_b=True, repeat=4)
-    assert asked == [(64, 32, 16, "float16", True, None)]
+    rounds = []
+    monkeypatch.setattr(bench.baselines, "event_rounds", lambda call, Event, sync: lambda: rounds.append(1) or 0.5)
+    m = session.cublas_matmul(64, 32, 16, "float16", transpose_b=True, repeat=4)  # rounds of 0.5 ms
+    assert asked == [(64, 32, 16, "float16", True, None)] and len(rounds) == 4
     assert (m.name, m.ms, m.flops, m.bytes, m.shape, m.dtype, m.params) == (
         "cuBLAS float16 64x32x16", 0.5, 2.0 * 64 * 32 * 16, 2.0 * (64 * 16 + 16 * 32 + 64 * 32), [64, 32, 16], "float16",
         {"transpose_b": True})
     assert m.source == "live" and session.results == [m]
     assert capsys.readouterr().out == f"{m}\n"
     assert session.cublas_matmul(8, 8, 8, name="mine", quiet=True).name == "mine" and capsys.readouterr().out == ""
-    assert asked[-1] == (8, 8, 8, "float32", False, None)
+    assert asked[-1] == (8, 8, 8, "float32", False, None) and len(rounds) == 4 + 20  # 20 rounds by default
+    assert session.cublas_matmul(8, 8, 8, repeat=1, quiet=True).ms == 0.5 and len(rounds) == 25
     monkeypatch.setattr(bench.baselines, "cublas_call", lambda *a: None)
     none = session.cublas_matmul(8, 8, 8)
     assert (none.ok, none.name, none.gpu, none.notebook) == (False, "cuBLAS float32 8x8x8", "Test GPU", "01_vector_add")
     assert capsys.readouterr().out == "cuBLAS float32 8x8x8: neither torch nor cupy is installed, so there is no cuBLAS baseline\n"
+
+
+def test_a_kernel_timed_against_a_baseline_is_run_for_real(session, inputs, monkeypatch):
+    """Interleaved with a baseline, the kernel itself is timed: one warm-up round, then one round
+    (no further warm-up) beside each of the baseline's."""
+    seen, spy = [], bench.time_function
+    monkeypatch.setattr(bench, "time_function", lambda f, dev, args, **kw: seen.append((f, dev, len(args), kw)) or
+                        spy(f, dev, args, **kw))
+    base = session.baseline("stand-in", lambda: 1.0, repeat=2, flops=N)
+    a, b, exact = inputs
+    m = session.measure("add", ADD, [a, b, np.empty(N, np.float32)], exact, flops=N, baseline=base, repeat=3, quiet=True)
+    assert m.versus == "stand-in" and m.ratio > 0 and m.of(base) == m.ratio
+    assert [kw for *_, kw in seen] == [{"repeat": 1}] + [{"repeat": 1, "warmup": 0}] * 3
+    assert all(hasattr(f, "time_evaluator") and dev == tvm.cpu(0) and n == 3 for f, dev, n, _ in seen)
