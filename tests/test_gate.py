@@ -260,3 +260,5 @@ def test_a_kernel_timed_against_a_baseline_is_run_for_real(session, inputs, monk
     assert m.versus == "stand-in" and m.ratio > 0 and m.of(base) == m.ratio
     assert [kw for *_, kw in seen] == [{"repeat": 1}] + [{"repeat": 1, "warmup": 0}] * 3
     assert all(hasattr(f, "time_evaluator") and dev == tvm.cpu(0) and n == 3 for f, dev, n, _ in seen)
+    counted = []
+    assert session.baseline("by default", lambda: counted.append(1) or 2.0).ms == 2.0 and len(counted) == 20
