@@ -15,8 +15,9 @@ only the notebooks that tensorize pay for it, in the cell that needs them.
 
 import importlib
 
-from .bench import (Measurement, Session, WrongResult, check_args, cublas_time, recorded_measurements, relative_error,
-                    run, start, time_function)
+from .baselines import cublas_time
+from .bench import (Measurement, Session, WrongResult, check_args, recorded_measurements, relative_error, run, start,
+                    time_function)
 from .env import (DEFAULT_ARCH, GpuSpec, arch_constants, device, dram_gbps, gpu_available, listing_target,
                   local_gpu_spec, make_target, require_tensor_cores)
 from .kernels import (build, cuda_listing, cuda_source, fit_listing, nvcc_path, occupancy, ptx, ptxas_report,

@@ -19,43 +19,36 @@ def cublas_call(M, N, K, dtype="float32", transpose_b=False, out_dtype=None):
     CUDA events and synchronize; None if neither is installed. TF32 and reduced-precision sums
     are off, so the fp32 baseline really is fp32. `out_dtype` (e.g. fp32 C from fp16 A and B,
     as a kernel with an fp32 epilogue writes) needs torch's `torch.mm(..., out_dtype=)`."""
-    if out_dtype not in (None, dtype):
-        return _mixed_call(M, N, K, dtype, transpose_b, out_dtype)
+    out_dtype = out_dtype if out_dtype != dtype else None
     try:
         import torch
-
+    except ImportError:
+        torch = None
+    if torch is not None:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
         dt = getattr(torch, dtype)
         a = torch.randn(M, K, device="cuda", dtype=dt)
         b = torch.randn(N, K, device="cuda", dtype=dt).t() if transpose_b else torch.randn(K, N, device="cuda", dtype=dt)
-        c = torch.empty(M, N, device="cuda", dtype=dt)
-        return (lambda: torch.matmul(a, b, out=c)), torch.cuda.Event, torch.cuda.synchronize
-    except ImportError:
+        c = torch.empty(M, N, device="cuda", dtype=getattr(torch, out_dtype) if out_dtype else dt)
+        if out_dtype is None:
+            return (lambda: torch.matmul(a, b, out=c)), torch.cuda.Event, torch.cuda.synchronize
         try:
-            import cupy
-        except ImportError:
-            return None
-        a = cupy.random.randn(M, K).astype(dtype)
-        b = cupy.random.randn(N, K).astype(dtype).T if transpose_b else cupy.random.randn(K, N).astype(dtype)
-        c = cupy.empty((M, N), dtype=dtype)
-        return (lambda: cupy.matmul(a, b, out=c)), (lambda **_: cupy.cuda.Event()), cupy.cuda.Device().synchronize
-
-
-def _mixed_call(M, N, K, dtype, transpose_b, out_dtype):
+            torch.mm(a, b, out_dtype=c.dtype, out=c)
+        except TypeError as err:  # torch.mm has out_dtype since torch 2.8
+            raise RuntimeError(f"torch {torch.__version__} cannot write {out_dtype} C from {dtype} A and B "
+                               f"(torch.mm has no out_dtype): {err}") from None
+        return (lambda: torch.mm(a, b, out_dtype=c.dtype, out=c)), torch.cuda.Event, torch.cuda.synchronize
     try:
-        import torch
+        import cupy
     except ImportError:
         return None
-    a = torch.randn(M, K, device="cuda", dtype=getattr(torch, dtype))
-    b = torch.randn(N, K, device="cuda", dtype=a.dtype).t() if transpose_b else torch.randn(K, N, device="cuda", dtype=a.dtype)
-    c = torch.empty(M, N, device="cuda", dtype=getattr(torch, out_dtype))
-    try:
-        torch.mm(a, b, out_dtype=c.dtype, out=c)
-    except TypeError as err:  # torch.mm has out_dtype since torch 2.8
-        raise RuntimeError(f"torch {torch.__version__} cannot write {out_dtype} C from {dtype} A and B "
-                           f"(torch.mm has no out_dtype): {err}") from None
-    return (lambda: torch.mm(a, b, out_dtype=c.dtype, out=c)), torch.cuda.Event, torch.cuda.synchronize
+    if out_dtype is not None:  # only torch writes C in another type than A and B
+        return None
+    a = cupy.random.randn(M, K).astype(dtype)
+    b = cupy.random.randn(N, K).astype(dtype).T if transpose_b else cupy.random.randn(K, N).astype(dtype)
+    c = cupy.empty((M, N), dtype=dtype)
+    return (lambda: cupy.matmul(a, b, out=c)), (lambda **_: cupy.cuda.Event()), cupy.cuda.Device().synchronize
 
 
 def cublas_time(M, N, K, dtype="float32", transpose_b=False, repeat=20, warmup=3) -> float | None:

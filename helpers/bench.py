@@ -16,7 +16,6 @@ import numpy as np
 import tvm
 
 from . import baselines, env, kernels, records
-from .baselines import cublas_time, event_median_ms  # noqa: F401  (the experiments time with these)
 
 
 class WrongResult(AssertionError):

@@ -224,8 +224,8 @@ def table(measurements: list[Measurement], baseline: Measurement | None = None, 
             rows.append((m.name, "-", "-", "-", "-", "-", "no record"))
             continue
         vs = ""
-        if baseline is not None and m.of(baseline) is not None:
-            vs = f"{m.of(baseline):.0%}"
+        if (share := m.of(baseline)) is not None:
+            vs = f"{share:.0%}"
         elif ceiling_gbps and m.gbps:
             vs = f"{m.gbps / ceiling_gbps:.0%} of copy"
         rows.append((

@@ -7,12 +7,12 @@ import itertools
 import numpy as np
 import pytest
 import tvm
-from tvm import te
 
 import helpers
 from helpers import baselines, bench
 
 from conftest import needs_gpu, write_record
+from test_gate import ADD, N  # C = A + B on 64 floats, run by TVM's LLVM target
 
 
 def test_interleaving_alternates_rounds_and_takes_the_median_of_per_round_ratios():
@@ -83,10 +83,6 @@ def test_a_round_repeats_the_call_for_at_least_10_ms_and_returns_ms_per_call(ms,
     assert clock.calls == 3 + inner and inner * ms >= 10.0 and (inner == 1 or (inner - 1) * ms < 10.0)
     assert baselines.event_median_ms(clock.call, clock.Event, clock.sync, repeat=3, warmup=0) == pytest.approx(ms)
 
-
-N = 64
-ADD = te.create_prim_func([a := te.placeholder((N,), "float32", name="A"), b := te.placeholder((N,), "float32", name="B"),
-                           te.compute((N,), lambda i: a[i] + b[i], name="C")])
 
 
 @pytest.fixture

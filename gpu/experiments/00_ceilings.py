@@ -24,7 +24,7 @@ import tvm
 
 import helpers
 from common import Study, Variant, cli, copy_module, dry_run, error_line
-from helpers import bench
+from helpers import baselines, bench
 
 SIZES = [1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]  # floats per array
 THREADS = [64, 128, 256, 512, 1024]
@@ -111,7 +111,7 @@ def torch_copies(spec) -> list[tuple]:
         for n in SIZES:
             a = torch.randn(n, device="cuda")
             b = torch.empty_like(a)
-            ms = bench.event_median_ms(lambda: b.copy_(a), torch.cuda.Event, torch.cuda.synchronize, 20, 3)
+            ms = baselines.event_median_ms(lambda: b.copy_(a), torch.cuda.Event, torch.cuda.synchronize, 20, 3)
             err = 0.0 if torch.equal(a, b) else float((a - b).norm() / a.norm())
             gbps = 2 * n * 4 / (ms * 1e-3) / 1e9
             rows.append(row(f"torch copy_ 2^{log2(n)}", ms, gbps, err=err, ref=f"{gbps / spec.dram_gbps:.0%} DRAM"))
@@ -133,7 +133,7 @@ def cublas(spec) -> list[tuple]:
 
                 torch.backends.cuda.matmul.allow_tf32 = True
                 x, y, z = (torch.randn(M, M, device="cuda") for _ in range(3))
-                ms = bench.event_median_ms(lambda: torch.matmul(x, y, out=z), torch.cuda.Event,
+                ms = baselines.event_median_ms(lambda: torch.matmul(x, y, out=z), torch.cuda.Event,
                                            torch.cuda.synchronize, 20, 3)
                 torch.backends.cuda.matmul.allow_tf32 = False
                 ref64 = x.double() @ y.double()

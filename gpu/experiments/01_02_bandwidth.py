@@ -39,7 +39,7 @@ from tvm.script import tirx as T
 
 import helpers
 from common import Study, Variant, cli, copy_module, dry_run, error_line, ncu_raw, under_ncu
-from helpers import bench
+from helpers import baselines
 
 N24 = 1 << 24
 BUDGET_S = 200  # the sweep starts no new variant after this many seconds
@@ -245,10 +245,10 @@ def torch_refs():
         a = torch.rand(n, device="cuda")
         b = torch.rand(n, device="cuda")
         c = torch.empty_like(a)
-        ms = bench.event_median_ms(lambda: c.copy_(a), torch.cuda.Event, torch.cuda.synchronize, 20, 3)
+        ms = baselines.event_median_ms(lambda: c.copy_(a), torch.cuda.Event, torch.cuda.synchronize, 20, 3)
         err = 0.0 if torch.equal(a, c) else float((a - c).norm() / a.norm())
         rows.append(("torch copy_ 2^24", "copy", n, ms, err))
-        ms = bench.event_median_ms(lambda: torch.add(a, b, out=c), torch.cuda.Event, torch.cuda.synchronize, 20, 3)
+        ms = baselines.event_median_ms(lambda: torch.add(a, b, out=c), torch.cuda.Event, torch.cuda.synchronize, 20, 3)
         err = float((c - (a + b)).norm() / (a + b).norm())
         rows.append(("torch add 2^24", "add", n, ms, err))
         w = torch.empty(n, device="cuda")
@@ -258,7 +258,7 @@ def torch_refs():
             torch.add(a2[:-2], a2[1:-1], out=w)
             w.add_(a2[2:])
 
-        ms = bench.event_median_ms(window, torch.cuda.Event, torch.cuda.synchronize, 20, 3)
+        ms = baselines.event_median_ms(window, torch.cuda.Event, torch.cuda.synchronize, 20, 3)
         rows.append(("torch window (2 kernels) 2^24", "window", n, ms, None))
         del a, b, c, w, a2
         torch.cuda.empty_cache()

@@ -42,7 +42,7 @@ from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_l
 import helpers
 from common import (Study, Variant, blockize_fragments, cli, dry_run, error_line, fp16_matmuls_beside_cublas, ncu_number,
                     ncu_raw, notebook_code, notebook_template, tile_copy, under_ncu)
-from helpers import MMA_STORE_PAIRS, bench
+from helpers import MMA_STORE_PAIRS, baselines
 from helpers.tuned import _as_module
 
 N = 4096
@@ -618,7 +618,7 @@ def input_data(args) -> int:
         tvm_ms = float(np.median(helpers.time_function(ex.mod, dev, fn_args, repeat=30)))
         ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
         tc = torch.empty(N, N, device="cuda", dtype=torch.float16)
-        blas_ms = bench.event_median_ms(lambda: torch.matmul(ta, tb, out=tc), torch.cuda.Event,
+        blas_ms = baselines.event_median_ms(lambda: torch.matmul(ta, tb, out=tc), torch.cuda.Event,
                                         torch.cuda.synchronize, repeat=30, warmup=3)
         print(f"{name:38s} {tvm_ms:8.4f} {FLOPS / tvm_ms / 1e9:8.1f} {blas_ms:10.4f} {FLOPS / blas_ms / 1e9:8.1f} "
               f"{blas_ms / tvm_ms:6.1%}")
