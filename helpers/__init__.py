@@ -28,7 +28,8 @@ from .records import RecordError
 _LAZY = {
     "intrinsics": ("MMA_STORE_PAIRS", "mma_store_pairs"),
     "plots": ("heatmap", "roofline", "sweep", "table", "text_table", "versus_baseline"),
-    "tuned": ("TunedKernel", "database_dir", "open_database", "replay", "top_kernels"),
+    "autotune": ("best_configuration", "configurations", "format_config", "ranked_configurations", "search"),
+    "tuned": ("TunedKernel", "committed_database", "database_dir", "open_database", "replay", "top_kernels"),
     "tuning": ("Samples", "TuningRun", "candidate_features", "design_spaces", "make_space", "matmul_workload",
                "sample_candidates", "tune"),
 }

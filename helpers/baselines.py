@@ -62,6 +62,22 @@ def cublas_time(M, N, K, dtype="float32", transpose_b=False, repeat=20, warmup=3
 def event_rounds(call, Event, sync, warmup: int = 3) -> Callable[[], float]:
     """A function that times one round of `call` with device events and returns ms per call; a
     round repeats the call for at least 10 ms, so that launch jitter averages out."""
+    inner = _calls_per_round(call, Event, sync, warmup)
+    start, end = Event(enable_timing=True), Event(enable_timing=True)
+
+    def one_round() -> float:
+        start.record()
+        for _ in range(inner):
+            call()
+        end.record()
+        sync()
+        return _elapsed(start, end) / inner
+
+    return one_round
+
+
+def _calls_per_round(call, Event, sync, warmup: int) -> int:
+    """Warm up, then time one call: how many calls make a round of at least 10 ms."""
     for _ in range(warmup):
         call()
     sync()
@@ -70,12 +86,34 @@ def event_rounds(call, Event, sync, warmup: int = 3) -> Callable[[], float]:
     call()
     end.record()
     sync()
-    inner = max(1, math.ceil(10.0 / max(_elapsed(start, end), 1e-3)))
+    return max(1, math.ceil(10.0 / max(_elapsed(start, end), 1e-3)))
+
+
+def graph_rounds(call, warmup: int = 3) -> Callable[[], float]:
+    """Like `event_rounds`, for a torch `call`, with a round's calls captured once in a CUDA graph
+    and replayed: the GPU runs them back to back, with no Python between them. A problem that
+    takes a few microseconds on the GPU takes longer than that to dispatch from Python, so timed
+    call by call it would measure the dispatch, not cuBLAS; the graph takes the dispatch away."""
+    import torch
+
+    Event, sync = torch.cuda.Event, torch.cuda.synchronize
+    inner = _calls_per_round(call, Event, sync, warmup)
+    side = torch.cuda.Stream()  # warm up on a side stream before capturing, as torch asks
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(inner):
+            call()
+    graph.replay()
+    sync()
+    start, end = Event(enable_timing=True), Event(enable_timing=True)
 
     def one_round() -> float:
         start.record()
-        for _ in range(inner):
-            call()
+        graph.replay()
         end.record()
         sync()
         return _elapsed(start, end) / inner

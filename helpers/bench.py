@@ -325,9 +325,11 @@ class Session:
 
     def cublas_matmul(self, M: int, N: int, K: int, dtype: str = "float32", *, transpose_b: bool = False,
                       out_dtype: str | None = None, repeat: int = 20, name: str | None = None,
-                      quiet: bool = False) -> Measurement:
+                      graph: bool = False, quiet: bool = False) -> Measurement:
         """cuBLAS on the same problem, through torch (or cupy), TF32 off; recorded without a GPU.
-        `out_dtype`: C's type when it differs from A's and B's (fp16 in, fp32 C)."""
+        `out_dtype`: C's type when it differs from A's and B's (fp16 in, fp32 C). `graph`: time
+        rounds replayed from a CUDA graph (torch only), for problems that take less time on the
+        GPU than a call takes to dispatch from Python (see `baselines.graph_rounds`)."""
         out_dtype = out_dtype if out_dtype != dtype else None
         name = name or f"cuBLAS {dtype} {M}x{N}x{K}" + (f", {out_dtype} C" if out_dtype else "")
         if not self.live:
@@ -344,10 +346,13 @@ class Session:
                 print(f"{name}: {why}, so there is no cuBLAS baseline")
                 return m
             c_bytes = M * N * np.dtype(out_dtype or dtype).itemsize
-            m = self.baseline(name, baselines.event_rounds(*call), repeat=repeat, flops=2.0 * M * N * K,
+            graph = graph and getattr(call[1], "__module__", "").startswith("torch")  # not cupy's
+            rounds = baselines.graph_rounds(call[0]) if graph else baselines.event_rounds(*call)
+            m = self.baseline(name, rounds, repeat=repeat, flops=2.0 * M * N * K,
                               bytes=float((M * K + K * N) * np.dtype(dtype).itemsize + c_bytes),
                               shape=[M, N, K], dtype=dtype,
-                              params={"transpose_b": transpose_b} | ({"out_dtype": out_dtype} if out_dtype else {}))
+                              params={"transpose_b": transpose_b} | ({"out_dtype": out_dtype} if out_dtype else {})
+                              | ({"graph": True} if graph else {}))
         if not quiet:
             print(m)
         return m

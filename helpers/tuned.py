@@ -99,6 +99,16 @@ def database_dir(name: str, gpu: str | None = None, root: Path | None = None) ->
     return Path(root or records.RESULTS_DIR) / slug / "tuning" / name
 
 
+def committed_database(name: str, gpu: str | None = None) -> Path | None:
+    """The committed database `name` tuned on `gpu` (a live session's own GPU), else the one tuned
+    on the recorded GPU; None when there is neither."""
+    for where in ([gpu] if gpu else []) + [None]:
+        path = database_dir(name, where)
+        if path.is_dir():
+            return path
+    return None
+
+
 def open_database(path) -> ms.database.JSONDatabase:
     """Open a committed JSON database for reading; a clear error when it is not there."""
     path = Path(path)

@@ -2,7 +2,10 @@
 rounds of one process, the median of the per-round ratios. These check that machinery on the CPU
 with stand-in clocks, so that each test knows exactly which number must come out."""
 
+import contextlib
 import itertools
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -83,6 +86,45 @@ def test_a_round_repeats_the_call_for_at_least_10_ms_and_returns_ms_per_call(ms,
     assert clock.calls == 3 + inner and inner * ms >= 10.0 and (inner == 1 or (inner - 1) * ms < 10.0)
     assert baselines.event_median_ms(clock.call, clock.Event, clock.sync, repeat=3, warmup=0) == pytest.approx(ms)
 
+
+
+def test_a_graphed_round_replays_calls_captured_once_with_no_python_between_them(monkeypatch):
+    """A 3.9-microsecond matmul (2**-8 ms): a 10 ms round is 2,560 calls, captured once into a CUDA graph;
+    a round is then one replay (a stand-in torch: capture counts the calls, replay runs them)."""
+    clock, python_calls = _Clock(2.0**-8), []
+
+    class Graph:
+        captured, replays = 0, 0
+
+        def replay(self):
+            self.replays += 1
+            clock.now += self.captured * clock.ms
+
+    capturing = []
+
+    def matmul():
+        python_calls.append(1)
+        if capturing:
+            capturing[-1].captured += 1
+        else:
+            clock.call()
+
+    @contextlib.contextmanager
+    def graph(g):
+        capturing.append(g)
+        yield
+        capturing.pop()
+
+    stream = types.SimpleNamespace(wait_stream=lambda other: None)
+    cuda = types.SimpleNamespace(Event=clock.Event, synchronize=clock.sync, CUDAGraph=Graph, graph=graph,
+                                 Stream=lambda: stream, current_stream=lambda: stream,
+                                 stream=lambda s: contextlib.nullcontext())
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    one_round = baselines.graph_rounds(matmul, warmup=2)
+    made = len(python_calls)
+    assert made == 2 + 1 + 1 + 2560  # warm-up, sizing, side-stream warm-up, capture
+    assert [one_round() for _ in range(3)] == pytest.approx([2.0**-8] * 3)
+    assert len(python_calls) == made  # the rounds ran no Python call of the matmul
 
 
 @pytest.fixture
@@ -196,3 +238,18 @@ def test_two_recorded_runs_of_notebook_07_agree():
     assert len(first) >= 10 and first.keys() == second.keys()
     spread = sorted(abs(first[k] - second[k]) * 100 for k in first)
     assert spread[len(spread) // 2] <= 2.0 and spread[-1] <= 4.0, spread
+
+
+def test_cublas_replays_a_cuda_graph_only_when_asked_and_only_through_torch(session, monkeypatch):
+    clock, graphed = _Clock(2.0), []
+
+    class TorchEvent:  # stands in for torch.cuda.Event, which is how a torch call is told apart
+        __module__ = "torch.cuda.streams"
+
+    monkeypatch.setattr(baselines, "graph_rounds", lambda call: graphed.append(call) or (lambda: 1.0))
+    monkeypatch.setattr(baselines, "cublas_call", lambda *a: (clock.call, TorchEvent, clock.sync))
+    m = session.cublas_matmul(64, 32, 16, "float16", out_dtype="float32", graph=True, repeat=3, quiet=True)
+    assert graphed == [clock.call] and m.ms == 1.0 and m.params["graph"] is True
+    monkeypatch.setattr(baselines, "cublas_call", lambda *a: (clock.call, clock.Event, clock.sync))  # cupy's
+    cupy = session.cublas_matmul(64, 32, 16, "float16", graph=True, repeat=3, quiet=True)
+    assert len(graphed) == 1 and cupy.ms == pytest.approx(2.0) and "graph" not in cupy.params
