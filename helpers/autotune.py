@@ -144,7 +144,7 @@ def search(workload, configs, make_kernel, work_dir, *, inputs, expected, target
     runnable = [i for i, c in enumerate(candidates) if c.error is None]
     args_info = [ms.arg_info.ArgInfo.from_prim_func(mod["main"]) for mod in mods]
     runner = runner or ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(
-        number=1, repeat=10, min_repeat_ms=50, enable_cpu_cache_flush=False))
+        number=1, repeat=5, min_repeat_ms=25, enable_cpu_cache_flush=False))
     futures = runner.run([ms.runner.RunnerInput(built[i].artifact_path, device_type, args_info[i])
                           for i in runnable])
     secs = {i: [FAILED_SECS] for i in range(len(configs))}
