@@ -223,11 +223,9 @@ def test_cublas_writing_c_in_another_type_is_its_own_baseline(session, monkeypat
 
 def test_two_recorded_runs_of_notebook_07_agree():
     """The point of interleaving: 07 recorded on the H100, then run again (its JSON kept under logs/),
-    gives most 4096³ kernels' "% of cuBLAS" within 2 points of each other (the median kernel's
-    within about 1), though cuBLAS's own time moved by 5% between the runs. Not every ratio holds still: in the recorded
-    pair one kernel's moved 3.6 points while its own time did not (the cuBLAS rounds it was
-    interleaved with did), so the bound for a single kernel is 4 points. (The size sweep's small
-    problems run for microseconds and are left out.)"""
+    gives every 4096³ kernel's "% of cuBLAS" within 2 points of the first run's, though cuBLAS's own
+    time moves by several percent between runs. (The size sweep's other sizes are left out: the
+    smallest run for microseconds.)"""
     from helpers import records
 
     folder = records.RESULTS_DIR / "nvidia-h100-80gb-hbm3"
@@ -237,7 +235,7 @@ def test_two_recorded_runs_of_notebook_07_agree():
                       if v.get("ratio") and v["shape"][0] == [4096, 4096]} for r in runs)
     assert len(first) >= 10 and first.keys() == second.keys()
     spread = sorted(abs(first[k] - second[k]) * 100 for k in first)
-    assert spread[len(spread) // 2] <= 2.0 and spread[-1] <= 4.0, spread
+    assert spread[-1] <= 2.0, spread
 
 
 def test_cublas_replays_a_cuda_graph_only_when_asked_and_only_through_torch(session, monkeypatch):
