@@ -68,6 +68,7 @@ def main() -> int:
     # the notebook's space reads the GPU's shared memory (nb.spec) and its SM count (ctas)
     NOTEBOOK.nb = types.SimpleNamespace(spec=spec or helpers.start("07_hopper_wgmma_tma").spec)
     NOTEBOOK.ctas = NOTEBOOK.nb.spec.sm_count
+    NOTEBOOK.HOPPER = spec is not None  # a live search runs on Hopper; --dry counts for a Hopper block
     out = None if args.dry else (args.out or helpers.database_dir("hopper_persistent", spec.name))
     if spec is not None:
         print(f"# {spec.name}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, apache-tvm {tvm.__version__}: "
