@@ -12,7 +12,7 @@ the best kept per key) and CUTLASS's profiler (every kernel instance timed) do t
     space = helpers.configurations(block_n=[128, 256], stages=[3, 4], keep=fits)  # list of dicts
     found = helpers.search(workload, space, make_kernel, "tuning/hopper", inputs=[a, b, c], expected=ref,
                            target="sm_90a", tir_pipeline="tirx")  # needs the GPU
-    config, tuned = helpers.best_configuration("tuning/hopper", workload)         # needs none
+    config = helpers.best_configuration("tuning/hopper", workload)   # a dict; needs no GPU
 
 Each record's trace is one instruction on the workload (the plain matmul of that shape): an
 annotation holding the configuration. The workload says *what* is computed, the annotation *how*,
