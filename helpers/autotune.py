@@ -33,9 +33,9 @@ import tvm
 from tvm.s_tir import meta_schedule as ms
 
 from . import env
-from .bench import relative_error
+from .bench import _to_device, relative_error
 from .kernels import _module
-from .tuned import RECORD_FILE, WORKLOAD_FILE, _as_module, open_database, top_kernels
+from .tuned import _as_module, json_database, open_database, top_kernels
 
 #: The annotation on the workload's root block that holds a record's configuration.
 ANNOTATION = "search.config"
@@ -103,10 +103,11 @@ def _build(mod, target, _params, tir_pipeline="default"):
     return tvm.compile(mod, target=target, tir_pipeline=tir_pipeline).mod
 
 
-def _check(artifact: str, device, inputs, expected, tol: float) -> str | None:
-    """Run a built candidate once on `inputs`; why it is wrong, or None when it matches `expected`."""
+def _check(artifact: str, args, output, device, expected, tol: float) -> str | None:
+    """Run a built candidate once on the device arrays `args`, its output (the last) reset from
+    `output` first; why it is wrong, or None when it matches `expected`."""
     rt = tvm.runtime.load_module(artifact)
-    args = [tvm.runtime.tensor(x, device) for x in inputs]
+    args[-1] = tvm.runtime.tensor(output, device)  # never judged on an earlier candidate's output
     rt[rt.entry_name](*args)
     err = relative_error(args[-1].numpy(), expected)
     return None if err <= tol else f"wrong result: relative error {err:.1e} over {tol:.0e}"
@@ -138,16 +139,17 @@ def search(workload, configs, make_kernel, work_dir, *, inputs, expected, target
     device_type = "cpu" if target.kind.name == "llvm" else target.kind.name
     device = tvm.runtime.device(device_type, 0)
     candidates = [Candidate(config, error=b.error_msg) for config, b in zip(configs, built)]
+    args = _to_device(inputs, device)  # once: every candidate reads the same inputs
     for c, b in zip(candidates, built):
         if c.error is None:
-            c.error = _check(b.artifact_path, device, inputs, expected, tol)
+            c.error = _check(b.artifact_path, args, inputs[-1], device, expected, tol)
     runnable = [i for i, c in enumerate(candidates) if c.error is None]
     args_info = [ms.arg_info.ArgInfo.from_prim_func(mod["main"]) for mod in mods]
     runner = runner or ms.runner.LocalRunner(evaluator_config=ms.runner.EvaluatorConfig(
         number=1, repeat=5, min_repeat_ms=25, enable_cpu_cache_flush=False))
     futures = runner.run([ms.runner.RunnerInput(built[i].artifact_path, device_type, args_info[i])
                           for i in runnable])
-    secs = {i: [FAILED_SECS] for i in range(len(configs))}
+    secs = [[FAILED_SECS] for _ in configs]
     for i, future in zip(runnable, futures):
         result = future.result()
         if result.error_msg:
@@ -155,19 +157,13 @@ def search(workload, configs, make_kernel, work_dir, *, inputs, expected, target
         else:
             secs[i] = [float(s) for s in result.run_secs]
             candidates[i].ms = statistics.median(secs[i]) * 1e3
-    database = _open_or_create(work_dir)
+    Path(work_dir).mkdir(parents=True, exist_ok=True)
+    database = json_database(work_dir)
     entry = database.commit_workload(workload)
     for i, config in enumerate(configs):
         database.commit_tuning_record(ms.database.TuningRecord(
             _trace(workload, config), entry, secs[i], target, args_info[i]))
     return sorted(candidates, key=lambda c: (c.ms is None, c.ms or 0.0))
-
-
-def _open_or_create(work_dir) -> ms.database.JSONDatabase:
-    path = Path(work_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    return ms.database.JSONDatabase(path_workload=str(path / WORKLOAD_FILE),
-                                    path_tuning_record=str(path / RECORD_FILE), allow_missing=True)
 
 
 def ranked_configurations(path, workload, k: int = 5) -> list[Candidate]:

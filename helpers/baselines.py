@@ -63,15 +63,24 @@ def event_rounds(call, Event, sync, warmup: int = 3) -> Callable[[], float]:
     """A function that times one round of `call` with device events and returns ms per call; a
     round repeats the call for at least 10 ms, so that launch jitter averages out."""
     inner = _calls_per_round(call, Event, sync, warmup)
+
+    def calls():
+        for _ in range(inner):
+            call()
+
+    return _round_timer(calls, inner, Event, sync)
+
+
+def _round_timer(run, calls: int, Event, sync) -> Callable[[], float]:
+    """A function that times `run()` (which makes `calls` calls) with device events: ms per call."""
     start, end = Event(enable_timing=True), Event(enable_timing=True)
 
     def one_round() -> float:
         start.record()
-        for _ in range(inner):
-            call()
+        run()
         end.record()
         sync()
-        return _elapsed(start, end) / inner
+        return _elapsed(start, end) / calls
 
     return one_round
 
@@ -109,16 +118,7 @@ def graph_rounds(call, warmup: int = 3) -> Callable[[], float]:
             call()
     graph.replay()
     sync()
-    start, end = Event(enable_timing=True), Event(enable_timing=True)
-
-    def one_round() -> float:
-        start.record()
-        graph.replay()
-        end.record()
-        sync()
-        return _elapsed(start, end) / inner
-
-    return one_round
+    return _round_timer(graph.replay, inner, Event, sync)
 
 
 def event_median_ms(call, Event, sync, repeat: int, warmup: int) -> float:

@@ -125,8 +125,14 @@ def open_database(path) -> ms.database.JSONDatabase:
     if '"Tensorize"' in (path / RECORD_FILE).read_text():
         # traces that tensorize name tensor intrinsics (TVM's and the course's), registered first
         from . import intrinsics  # noqa: F401
-    return ms.database.JSONDatabase(path_workload=str(path / WORKLOAD_FILE),
-                                    path_tuning_record=str(path / RECORD_FILE), allow_missing=False)
+    return json_database(path, create=False)
+
+
+def json_database(path, create: bool = True) -> ms.database.JSONDatabase:
+    """The MetaSchedule JSON database in directory `path`; `create`: start empty files if absent
+    (what a search writing into a work directory wants; reading a committed one uses `open_database`)."""
+    return ms.database.JSONDatabase(path_workload=str(Path(path) / WORKLOAD_FILE),
+                                    path_tuning_record=str(Path(path) / RECORD_FILE), allow_missing=create)
 
 
 def _median_sec(rec) -> float:

@@ -36,7 +36,7 @@ from tvm.s_tir.meta_schedule import _ffi_api
 from tvm.script import tirx as T
 
 from . import env
-from .tuned import RECORD_FILE, WORKLOAD_FILE, TunedKernel, _as_module, _flop_count, _median_sec, best_record
+from .tuned import TunedKernel, _as_module, _flop_count, _median_sec, best_record, json_database
 from .tuning_log import _MS_LOGGER, _log_func, _Progress, _quiet
 
 #: The named design spaces `tune` knows (a `space` may also be a schedule function: see
@@ -358,8 +358,7 @@ def tune(func, work_dir, *, trials: int, minutes: float | None = None, space="cu
     work_dir.mkdir(parents=True, exist_ok=True)
     log_file = Path(log_file) if log_file is not None else work_dir / "logs" / "tuning.log"
 
-    database = ms.database.JSONDatabase(path_workload=str(work_dir / WORKLOAD_FILE),
-                                        path_tuning_record=str(work_dir / RECORD_FILE), allow_missing=True)
+    database = json_database(work_dir)
     start = time.monotonic()
     flop = _flop_count(mod)
     bar = None

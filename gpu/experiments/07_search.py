@@ -33,7 +33,7 @@ NOTEBOOK = notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "@T.macro", "def ho
 SIZES = ["512x512x512", "1024x1024x1024", "2048x2048x2048", "4096x4096x4096", "8192x8192x8192", "1024x512x2048"]
 
 
-def search_at(shape, out, spec) -> int:
+def search_at(shape, out) -> int:
     m, n, k = shape
     space = NOTEBOOK.hopper_space(m, n, k)
     if out is None:
@@ -73,7 +73,7 @@ def main() -> int:
     if spec is not None:
         print(f"# {spec.name}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, apache-tvm {tvm.__version__}: "
               f"python {shlex.join(sys.argv)}", flush=True)
-    return max(search_at(shape, out, spec) for shape in shapes)
+    return max(search_at(shape, out) for shape in shapes)
 
 
 if __name__ == "__main__":
