@@ -20,6 +20,7 @@ A time guard skips the remaining variants past ~3.5 minutes.
 from __future__ import annotations
 
 import functools
+import statistics
 import sys
 import time
 
@@ -28,8 +29,9 @@ import tvm
 from tvm import s_tir
 
 import helpers
-from common import (ONLY, MatmulCheck, Study, Variant, cli, dry_run, matmul_table, measure_matmuls, notebook_functions,
-                    only, print_ptxas)
+from helpers import baselines
+from common import (NCU_MENTIONED, ONLY, MatmulCheck, Study, Variant, cli, dry_run, error_line, matmul_table,
+                    measure_matmuls, ncu_first, ncu_rows, notebook_functions, only, print_ptxas, profile_side_by_side)
 
 SQUARE, RECT, PADDED = (4096, 4096, 4096), (1024, 512, 2048), (1000, 1000, 1000)
 
@@ -114,12 +116,13 @@ def accumulate_in_registers(M, N, K, tiles, pad: bool):
     return sch, blk, sch.cache_write(blk, 0, "local")
 
 
-def registers(sch, blk, loop, extents):
-    """Copy the A and B values a thread needs per iteration of `loop` into registers, with the
-    widest vector load (4 or 2 floats) that divides their innermost extents `extents`."""
-    for idx, ext in zip((0, 1), extents):
+def registers(sch, blk, loop, extents, loops=None):
+    """Copy the A and B values a thread needs per iteration of `loop` (or of `loops`, one per
+    operand) into registers, with the widest vector load (4 or 2 floats) that divides their
+    innermost extents `extents`."""
+    for idx, ext, at in zip((0, 1), extents, loops or (loop, loop)):
         r = sch.cache_read(blk, idx, "local")
-        sch.compute_at(r, loop)
+        sch.compute_at(r, at)
         width = next((w for w in (4, 2) if ext % w == 0), None)
         if width:
             _, v = sch.split(sch.get_loops(r)[-1], [None, width])
@@ -168,7 +171,7 @@ def local_blocking(M, N, K, tiles, wj=None, local_ab=False, unroll=True, pad=Fal
 
 def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=False, stages=0,
                     async_copy=False, a_transposed=False, fuse_threads=False, pipeline_order=None,
-                    fetch_strided=False, pad_shape=False):
+                    fetch_strided=False, pad_shape=False, a_ahead=0):
     """tiles = (ly, lx, by, bx, tk). Block tile (by*ly) x (bx*lx), k tile tk, staged in shared
     memory by a cooperative, `vec`-wide vectorized fetch; accumulators in registers.
 
@@ -177,6 +180,8 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
     local_ab: copy the A column and B row a thread needs per k into registers (vectorized).
     stages: 2 = software pipelining (double buffer) of the shared fetch over the k loop.
     a_transposed: store the A tile as [k][i] in shared memory.
+    a_ahead: with local_ab and A stored [i][k], load a thread's A for `a_ahead` k steps at once,
+    a float4 along k per row, instead of one scalar per row and k step.
     """
     ly, lx, by, bx, tk = tiles
     wj = wj or lx
@@ -185,8 +190,12 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
     i, j, k = sch.get_loops(blk)
     i0, iv, i1, iw = sch.split(i, [None, ly // wi, by, wi])
     j0, jv, j1, jw = sch.split(j, [None, lx // wj, bx, wj])
-    k0, k1 = sch.split(k, [None, tk])
-    sch.reorder(i0, j0, iv, jv, i1, j1, k0, k1, iw, jw)
+    if a_ahead:
+        k0, ka, k1 = sch.split(k, [None, tk // a_ahead, a_ahead])
+        sch.reorder(i0, j0, iv, jv, i1, j1, k0, ka, k1, iw, jw)
+    else:
+        k0, k1 = sch.split(k, [None, tk])
+        sch.reorder(i0, j0, iv, jv, i1, j1, k0, k1, iw, jw)
     sch.reverse_compute_at(c_local, j1)
     sch.bind(i0, "blockIdx.y")
     sch.bind(j0, "blockIdx.x")
@@ -220,9 +229,11 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
             row = tk if (idx == 0 and not a_transposed) else (by * ly if idx == 0 else bx * lx)
             sch.storage_align(s, 0, axis=0, factor=min(row, 32), offset=pad)
         fetches.append(s)
-    if local_ab:
+    if local_ab and a_ahead:  # A: wi rows x a_ahead k values, along k; B: one k step's wj columns
+        registers(sch, blk, None, (a_ahead, wj), loops=(ka, k1))
+    elif local_ab:
         registers(sch, blk, k1, (wi, wj))
-    finish(sch, blk, k0, (k1, iw, jw), pad_shape)
+    finish(sch, blk, k0, ((ka,) if a_ahead else ()) + (k1, iw, jw), pad_shape)
     if stages:
         # children of k0: A fetch, B fetch, k1 compute nest
         sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
@@ -463,11 +474,128 @@ def notebook_schedules(args) -> int:
     return measure(variants, [SQUARE, RECT, PADDED], 200)
 
 
+# ------------------------------------------------------------------ fp32-limit: the last points to cuBLAS
+
+
+# StorageRewrite turns a shared tile that is only ever read as float4 into an array of float4, and
+# the cp.async injection, which runs after it, then fails on the copies into it: keep it off there.
+ASYNC_AHEAD = {"tirx.use_async_copy": True, "tirx.disable_storage_rewrite": True}
+T16, T8, T16_64 = (8, 8, 16, 16, 16), (8, 8, 16, 16, 8), (8, 8, 8, 16, 16)
+LIMIT = {  # name: (tiles, options of shared_blocking beyond the interleaved, padded, staged base, pass config)
+    "04's best: A [k][i], 2 stages": (T16, dict(a_transposed=True, stages=2), {}),
+    "A [i][k], cp.async, 2 stages": (T16, dict(stages=2, async_copy=True), {"tirx.use_async_copy": True}),
+    "A [i][k] 4 k ahead, cp.async, 2 stages": (T16, dict(stages=2, async_copy=True, a_ahead=4), ASYNC_AHEAD),
+    "A [i][k] 4 k ahead, 2 stages": (T16, dict(stages=2, a_ahead=4), {}),
+    "A [i][k] 2 k ahead, cp.async, 2 stages": (T16, dict(stages=2, async_copy=True, a_ahead=2), ASYNC_AHEAD),
+    "A [i][k] 8 k ahead, cp.async, 2 stages": (T16, dict(stages=2, async_copy=True, a_ahead=8), ASYNC_AHEAD),
+    "tk 8, A [i][k] 4 k ahead, cp.async, 3 stages": (T8, dict(stages=3, async_copy=True, a_ahead=4), ASYNC_AHEAD),
+    "tk 8, A [i][k] 4 k ahead, cp.async, 4 stages": (T8, dict(stages=4, async_copy=True, a_ahead=4), ASYNC_AHEAD),
+    "64x128, A [i][k] 4 k ahead, cp.async, 2 stages": (T16_64, dict(stages=2, async_copy=True, a_ahead=4), ASYNC_AHEAD),
+    "64x128, A [i][k] 4 k ahead, cp.async, 3 stages": (T16_64, dict(stages=3, async_copy=True, a_ahead=4), ASYNC_AHEAD),
+}
+
+
+def limit_variant(name: str, shape=SQUARE) -> Variant:
+    tiles, options, config = LIMIT[name]
+    return Variant(name, lambda: shared_blocking(*shape, tiles, 4, pad=4, wj=4, wi=4, local_ab=True, **options),
+                   shape, config)
+
+
+def fp32_limit(args) -> int:
+    """Each variant checked against torch's fp32 product, then timed in rounds alternating with
+    cuBLAS fp32 (TF32 off): the median of the per-round ratios, as the notebooks report them."""
+    variants = only([limit_variant(name) for name in LIMIT], args.only)
+    if args.dry:
+        return dry_run(variants)
+    data = check(SQUARE)
+    blas = baselines.event_rounds(*baselines.cublas_call(*SQUARE, "float32"))
+    rows = [["variant", "ms", "TFLOP/s", "rel err", "% cuBLAS (interleaved)", "cuBLAS ms", "registers, shared"]]
+    for v in variants:
+        try:
+            sch, ex = v.build()
+            _, err = data.run(ex)
+            if not err <= 1e-4:
+                rows.append([v.name, "-", "-", f"{err:.1e}", "WRONG, not timed", "-", "-"])
+                continue
+            helpers.time_function(ex.mod, data.dev, data.args, repeat=1)  # warm up
+            kernel_ms, blas_ms, ratio = baselines.interleaved(
+                lambda: helpers.time_function(ex.mod, data.dev, data.args, repeat=1, warmup=0)[0], blas, 15)
+            ms = statistics.median(kernel_ms)
+            with tvm.transform.PassContext(config=v.pass_config):
+                ptxas = "; ".join(r.split(": ", 1)[-1] for r in helpers.ptxas_report(sch))
+            rows.append([v.name, f"{ms:.4f}", f"{2 * np.prod(SQUARE) / ms / 1e9:.2f}", f"{err:.1e}", f"{ratio:.1%}",
+                         f"{statistics.median(blas_ms):.4f}", ptxas])
+        except Exception as err:  # noqa: BLE001 (report it, measure the rest)
+            rows.append([v.name, "-", "-", "-", f"FAILED {error_line(err, 80)}", "-", "-"])
+        print(" | ".join(rows[-1]), flush=True)
+    print(f"\n{helpers.local_gpu_spec().name}, fp32 {'x'.join(map(str, SQUARE))}; cuBLAS fp32, TF32 off, "
+          "timed in 15 rounds alternating with each kernel's")
+    print(helpers.text_table(rows))
+    return 0
+
+
+FP32_PROFILED = {"notebook": "04's best: A [k][i], 2 stages", "ahead": "A [i][k] 4 k ahead, cp.async, 2 stages"}
+FP32_KERNELS = (*FP32_PROFILED, "cublas")
+FP32_ROWS = ncu_rows(2.0 * np.prod(SQUARE), {
+    "FMA pipe busy (% of cycles)": lambda m: ncu_first(m, "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+                                                       "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active"),
+    "FP32 issue rate (% of peak)": lambda m: ncu_first(m, "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active",
+                                                       "sm__inst_executed_pipe_fmaheavy.avg.pct_of_peak_sustained_active"),
+    "shared-memory pipe (LSU) busy (%)": lambda m: ncu_first(m, "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active",
+                                                             "sm__pipe_shared_cycles_active.avg.pct_of_peak_sustained_active"),
+})
+
+
+def fp32_launch(args) -> int:
+    """Launch one fp32 kernel 4 times on uniform(-1, 1) inputs (ncu profiles the third); check its
+    first 256 rows against float64. "cublas" is torch's fp32 matmul, TF32 off."""
+    M, N, K = SQUARE
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-1, 1, (M, K)).astype("float32"), rng.uniform(-1, 1, (K, N)).astype("float32")
+    if args.kernel == "cublas":
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        tc = torch.empty(M, N, device="cuda", dtype=torch.float32)
+        for _ in range(4):
+            torch.matmul(ta, tb, out=tc)
+        torch.cuda.synchronize()
+        c = tc[:256].cpu().numpy()
+    else:
+        _, ex = limit_variant(FP32_PROFILED[args.kernel]).build()
+        dev = helpers.device()
+        fn_args = [tvm.runtime.tensor(x, dev) for x in (a, b, np.zeros((M, N), "float32"))]
+        for _ in range(4):
+            ex.mod["main"](*fn_args)
+        dev.sync()
+        c = fn_args[2].numpy()[:256]
+    ref = a[:256].astype("float64") @ b.astype("float64")
+    print(f"{args.kernel}: relative error on the first 256 rows {helpers.relative_error(c, ref):.1e}")
+    return 0
+
+
+def fp32_profile(args) -> int:
+    """04's best kernel, the fastest of fp32-limit and cuBLAS's own fp32 kernel under Nsight Compute."""
+    kernels = args.kernel or list(FP32_KERNELS)
+    if args.dry:
+        return dry_run([limit_variant(FP32_PROFILED[k]) for k in kernels if k != "cublas"])
+    return profile_side_by_side(__file__, kernels, FP32_ROWS, f"{'x'.join(map(str, SQUARE))} fp32 (cuBLAS: TF32 off)",
+                                ("fma", "fp32", "lsu", "shared", *NCU_MENTIONED))
+
+
 STUDIES = {
     "sweep": Study(sweep, "fp32 local and shared blocking over tiles, layouts, fetches and pipelines",
                    arguments=(ONLY,)),
     "notebook-schedules": Study(notebook_schedules, "notebooks 03 and 04's own schedule functions on their "
                                 "variants", arguments=(ONLY,)),
+    "fp32-limit": Study(fp32_limit, "around 04's best: A kept [i][k] and read a few k steps ahead as float4, "
+                        "cp.async, depths and tiles, each timed interleaved with cuBLAS", arguments=(ONLY,)),
+    "profile": Study(fp32_profile, "Nsight Compute side by side: 04's best, fp32-limit's best and cuBLAS's fp32 kernel",
+                     needs=("ncu",), arguments=((("kernel",), dict(nargs="*", choices=FP32_KERNELS, metavar="KERNEL",
+                                                                 help=f"of {', '.join(FP32_KERNELS)} (default: all)")),)),
+    "launch": Study(fp32_launch, "(run by profile under ncu) build, check and launch one kernel", dry=False,
+                    logged=False, arguments=((("kernel",), dict(choices=FP32_KERNELS)),)),
 }
 
 if __name__ == "__main__":

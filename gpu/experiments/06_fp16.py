@@ -40,8 +40,8 @@ import tvm
 from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_ldmatrix_32x8_layout
 
 import helpers
-from common import (Study, Variant, blockize_fragments, cli, dry_run, error_line, fp16_matmuls_beside_cublas, ncu_number,
-                    ncu_raw, notebook_code, notebook_template, tile_copy, under_ncu)
+from common import (NCU_MENTIONED, Study, Variant, blockize_fragments, cli, dry_run, fp16_matmuls_beside_cublas,
+                    ncu_first, ncu_rows, notebook_code, notebook_template, profile_side_by_side, tile_copy)
 from helpers import MMA_STORE_PAIRS, baselines
 from helpers.tuned import _as_module
 
@@ -437,13 +437,6 @@ def mma_peak(args) -> int:
 
 # ------------------------------------------------------------------ profile: where the time goes, under Nsight Compute
 
-NCU_SECTIONS = ["SpeedOfLight", "ComputeWorkloadAnalysis", "InstructionStats", "MemoryWorkloadAnalysis",
-                "MemoryWorkloadAnalysis_Tables", "Occupancy", "LaunchStats", "SchedulerStats", "WarpStateStats"]
-# Clocks as the timing runs see them: ncu's default locks them to base, which slows every kernel alike.
-NCU_OPTIONS = ["--launch-skip", "2", "--launch-count", "1", "--clock-control", "none", "--csv", "--page", "raw",
-               "--print-units", "base", *[x for s in NCU_SECTIONS for x in ("--section", s)]]
-
-
 def profiled() -> dict[str, Variant]:
     """The TVM kernels `profile` looks into, beside cuBLAS's own."""
     func = workload()
@@ -496,57 +489,13 @@ def launch(args) -> int:
     return 0
 
 
-def _stalls(m: dict, top: int = 3) -> str:
-    """The `top` reasons warps waited most, in cycles per issued instruction."""
-    found = []
-    for name, (value, _) in m.items():
-        reason = name.removeprefix("smsp__average_warps_issue_stalled_").removesuffix("_per_issue_active.ratio")
-        if reason != name and (x := ncu_number(value)):
-            found.append((x, reason))
-    return ", ".join(f"{r} {x:.1f}" for x, r in sorted(found, reverse=True)[:top]) or "-"
-
-
-def _first(m: dict, *names, scale=1.0, fmt="{:,.1f}") -> str:
-    for name in names:
-        if name in m and (x := ncu_number(m[name][0])) is not None:
-            return fmt.format(x * scale)
-    return "-"
-
-
-def _tflops(m: dict) -> str:
-    ns = ncu_number(m.get("gpu__time_duration.sum", ("", ""))[0])
-    return f"{FLOPS / ns / 1e3:.0f}" if ns else "-"
-
-
-PROFILE_ROWS = {  # row label: how to read it from one kernel's metrics
-    "duration (us)": lambda m: _first(m, "gpu__time_duration.sum", scale=1e-3),
-    "TFLOP/s": _tflops,
-    "SM clock (GHz)": lambda m: _first(m, "smsp__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second",
-                                       "gpc__cycles_elapsed.avg.per_second", scale=1e-9, fmt="{:.2f}"),
-    "grid x block": lambda m: f"{_first(m, 'launch__grid_size', fmt='{:.0f}')} x {_first(m, 'launch__block_size', fmt='{:.0f}')}",
-    "registers / thread": lambda m: _first(m, "launch__registers_per_thread", fmt="{:.0f}"),
-    "shared memory / block (KB)": lambda m: _first(m, "launch__shared_mem_per_block_allocated", scale=1 / 1024),
-    "achieved occupancy (% of 64 warps)": lambda m: _first(m, "sm__warps_active.avg.pct_of_peak_sustained_active"),
-    "tensor pipe busy (% of cycles)": lambda m: _first(m, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+PROFILE_ROWS = ncu_rows(FLOPS, {
+    "tensor pipe busy (% of cycles)": lambda m: ncu_first(m, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
     "HMMA (mma.sync, WMMA) issue rate (% of peak)":
-        lambda m: _first(m, "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"),
+        lambda m: ncu_first(m, "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"),
     "HGMMA (wgmma) issue rate (% of peak)":
-        lambda m: _first(m, "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active"),
-    "instructions executed (millions)": lambda m: _first(m, "smsp__inst_executed.sum", "sm__inst_executed.sum", scale=1e-6),
-    "issue slots busy (%)": lambda m: _first(m, "sm__inst_issued.avg.pct_of_peak_sustained_active",
-                                             "smsp__issue_active.avg.pct_of_peak_sustained_active"),
-    "warp cycles per issued instruction": lambda m: _first(m, "smsp__average_warp_latency_per_inst_issued.ratio"),
-    "top stalls (cycles per instruction)": _stalls,
-    "shared bank conflicts, loads": lambda m: _first(m, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
-                                                     fmt="{:,.0f}"),
-    "shared bank conflicts, stores": lambda m: _first(m, "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
-                                                      fmt="{:,.0f}"),
-    "L2 hit rate (%)": lambda m: _first(m, "lts__t_sector_hit_rate.pct"),
-    "DRAM throughput (% of peak)": lambda m: _first(m, "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-                                                    "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
-}
-MENTIONED = ("tensor", "gmma", "bank_conflicts", "stalled", "hit_rate", "warps_active", "inst_executed", "inst_issued",
-             "issue_active", "cycles_elapsed.avg", "dram__throughput", "duration", "launch__")
+        lambda m: ncu_first(m, "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active"),
+})
 
 
 def profile(args) -> int:
@@ -555,35 +504,9 @@ def profile(args) -> int:
     kernels = args.kernel or list(PROFILED_BY_DEFAULT)
     if args.dry:
         return dry_run([profiled()[k] for k in kernels if k != "cublas"])
-    found, status = {}, 0
-    print(f"ncu {' '.join(NCU_OPTIONS)} python3 gpu/experiments/06_fp16.py launch KERNEL", flush=True)
-    for kernel in kernels:
-        try:
-            proc = under_ncu(__file__, NCU_OPTIONS, ["launch", kernel], timeout=300)
-        except Exception as err:  # noqa: BLE001 (a timeout, most likely)
-            print(f"ncu {kernel}: {error_line(err)}", flush=True)
-            status = 1
-            continue
-        checked = [line for line in proc.stdout.splitlines() if "relative error" in line]
-        found[kernel] = metrics = ncu_raw(proc.stdout)
-        name = metrics.get("Kernel Name", ("?", ""))[0]
-        print(f"{kernel}: {checked[0] if checked else 'no check printed'}; kernel {name[:90]}", flush=True)
-        if not metrics:
-            tail = " | ".join(line.strip() for line in (proc.stdout + proc.stderr).strip().splitlines()[-4:])
-            print(f"ncu {kernel}: no metrics (rc {proc.returncode}): {tail[:400]}", flush=True)
-            status = 1
-    if not found:
-        return status or 1
-    print(f"\n{helpers.local_gpu_spec().name}, {N}^3 fp16 (cuBLAS writes fp16 C, the TVM kernels fp32 C)")
-    rows = [["", *found]] + [[label, *(read(m) if m else "-" for m in found.values())]
-                             for label, read in PROFILE_ROWS.items()]
-    print(helpers.text_table(rows))
-    print("\nevery metric of tensor pipes, stalls, conflicts, occupancy and launch, per kernel:")
-    for kernel, metrics in found.items():
-        for name, (value, unit) in sorted(metrics.items()):
-            if any(word in name for word in MENTIONED):
-                print(f"  {kernel:7s} {name} = {value} {unit}".rstrip())
-    return status
+    return profile_side_by_side(__file__, kernels, PROFILE_ROWS,
+                                f"{N}^3 fp16 (cuBLAS writes fp16 C, the TVM kernels fp32 C)",
+                                ("tensor", "gmma", *NCU_MENTIONED))
 
 
 # ------------------------------------------------------------------ input-data: does the data change the time?
