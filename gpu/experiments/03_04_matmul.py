@@ -481,8 +481,18 @@ def notebook_schedules(args) -> int:
 # the cp.async injection, which runs after it, then fails on the copies into it: keep it off there.
 ASYNC_AHEAD = {"tirx.use_async_copy": True, "tirx.disable_storage_rewrite": True}
 T16, T8, T16_64 = (8, 8, 16, 16, 16), (8, 8, 16, 16, 8), (8, 8, 8, 16, 16)
+AT2 = dict(a_transposed=True, stages=2)
 LIMIT = {  # name: (tiles, options of shared_blocking beyond the interleaved, padded, staged base, pass config)
-    "04's best: A [k][i], 2 stages": (T16, dict(a_transposed=True, stages=2), {}),
+    "04's best: A [k][i], 2 stages": (T16, AT2, {}),
+    # a thread tile of 128 outputs, as cuBLAS's own fp32 kernel has (see `profile`): 8 warps per SM
+    "128x128, 128 threads of 16x8, tk 8, 2 stages": ((16, 8, 8, 16, 8), AT2, {}),
+    "128x128, 128 threads of 16x8, tk 8, 3 stages": ((16, 8, 8, 16, 8), dict(a_transposed=True, stages=3), {}),
+    "128x128, 128 threads of 16x8, tk 16, 2 stages": ((16, 8, 8, 16, 16), AT2, {}),
+    "128x128, 128 threads of 8x16, tk 8, 2 stages": ((8, 16, 16, 8, 8), AT2, {}),
+    "128x128, 128 threads of 8x16, tk 16, 2 stages": ((8, 16, 16, 8, 16), AT2, {}),
+    "256x128, 256 threads of 16x8, tk 8, 2 stages": ((16, 8, 16, 16, 8), AT2, {}),
+    "128x256, 256 threads of 8x16, tk 8, 2 stages": ((8, 16, 16, 16, 8), AT2, {}),
+    # A kept [i][k], as cp.async copies it, and read several k steps ahead, a float4 along k per row
     "A [i][k], cp.async, 2 stages": (T16, dict(stages=2, async_copy=True), {"tirx.use_async_copy": True}),
     "A [i][k] 4 k ahead, cp.async, 2 stages": (T16, dict(stages=2, async_copy=True, a_ahead=4), ASYNC_AHEAD),
     "A [i][k] 4 k ahead, 2 stages": (T16, dict(stages=2, a_ahead=4), {}),
@@ -522,7 +532,7 @@ def fp32_limit(args) -> int:
                 lambda: helpers.time_function(ex.mod, data.dev, data.args, repeat=1, warmup=0)[0], blas, 15)
             ms = statistics.median(kernel_ms)
             with tvm.transform.PassContext(config=v.pass_config):
-                ptxas = "; ".join(r.split(": ", 1)[-1] for r in helpers.ptxas_report(sch))
+                ptxas = "; ".join(f"{r.registers} registers, {r.shared_bytes / 1024:.1f} KB" for r in helpers.ptxas_report(sch))
             rows.append([v.name, f"{ms:.4f}", f"{2 * np.prod(SQUARE) / ms / 1e9:.2f}", f"{err:.1e}", f"{ratio:.1%}",
                          f"{statistics.median(blas_ms):.4f}", ptxas])
         except Exception as err:  # noqa: BLE001 (report it, measure the rest)
@@ -535,7 +545,7 @@ def fp32_limit(args) -> int:
 
 
 FP32_PROFILED = {"notebook": "04's best: A [k][i], 2 stages", "ahead": "A [i][k] 4 k ahead, cp.async, 2 stages"}
-FP32_KERNELS = (*FP32_PROFILED, "cublas")
+FP32_KERNELS = (*FP32_PROFILED, "cublas", *LIMIT)  # a short name, cuBLAS or any variant of fp32-limit
 FP32_ROWS = ncu_rows(2.0 * np.prod(SQUARE), {
     "FMA pipe busy (% of cycles)": lambda m: ncu_first(m, "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
                                                        "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active"),
@@ -563,7 +573,7 @@ def fp32_launch(args) -> int:
         torch.cuda.synchronize()
         c = tc[:256].cpu().numpy()
     else:
-        _, ex = limit_variant(FP32_PROFILED[args.kernel]).build()
+        _, ex = limit_variant(FP32_PROFILED.get(args.kernel, args.kernel)).build()
         dev = helpers.device()
         fn_args = [tvm.runtime.tensor(x, dev) for x in (a, b, np.zeros((M, N), "float32"))]
         for _ in range(4):
@@ -577,9 +587,9 @@ def fp32_launch(args) -> int:
 
 def fp32_profile(args) -> int:
     """04's best kernel, the fastest of fp32-limit and cuBLAS's own fp32 kernel under Nsight Compute."""
-    kernels = args.kernel or list(FP32_KERNELS)
+    kernels = args.kernel or [*FP32_PROFILED, "cublas"]
     if args.dry:
-        return dry_run([limit_variant(FP32_PROFILED[k]) for k in kernels if k != "cublas"])
+        return dry_run([limit_variant(FP32_PROFILED.get(k, k)) for k in kernels if k != "cublas"])
     return profile_side_by_side(__file__, kernels, FP32_ROWS, f"{'x'.join(map(str, SQUARE))} fp32 (cuBLAS: TF32 off)",
                                 ("fma", "fp32", "lsu", "shared", *NCU_MENTIONED))
 
@@ -593,7 +603,8 @@ STUDIES = {
                         "cp.async, depths and tiles, each timed interleaved with cuBLAS", arguments=(ONLY,)),
     "profile": Study(fp32_profile, "Nsight Compute side by side: 04's best, fp32-limit's best and cuBLAS's fp32 kernel",
                      needs=("ncu",), arguments=((("kernel",), dict(nargs="*", choices=FP32_KERNELS, metavar="KERNEL",
-                                                                 help=f"of {', '.join(FP32_KERNELS)} (default: all)")),)),
+                                                                 help=f"{', '.join(FP32_PROFILED)}, cublas or a variant of fp32-limit "
+                                                                      "(default: all three)")),)),
     "launch": Study(fp32_launch, "(run by profile under ncu) build, check and launch one kernel", dry=False,
                     logged=False, arguments=((("kernel",), dict(choices=FP32_KERNELS)),)),
 }
