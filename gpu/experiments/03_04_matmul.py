@@ -171,7 +171,7 @@ def local_blocking(M, N, K, tiles, wj=None, local_ab=False, unroll=True, pad=Fal
 
 def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=False, stages=0,
                     async_copy=False, a_transposed=False, fuse_threads=False, pipeline_order=None,
-                    fetch_strided=False, pad_shape=False, a_ahead=0):
+                    fetch_strided=False, pad_shape=False, a_ahead=0, through_registers=False):
     """tiles = (ly, lx, by, bx, tk). Block tile (by*ly) x (bx*lx), k tile tk, staged in shared
     memory by a cooperative, `vec`-wide vectorized fetch; accumulators in registers.
 
@@ -182,6 +182,10 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
     a_transposed: store the A tile as [k][i] in shared memory.
     a_ahead: with local_ab and A stored [i][k], load a thread's A for `a_ahead` k steps at once,
     a float4 along k per row, instead of one scalar per row and k step.
+    through_registers: with stages=2, each thread loads its share of the next tiles into registers
+    at the top of a k step and stores them into shared memory after computing on the current ones
+    (the loads' latency hides behind the arithmetic); a thread's share is adjacent rows, so that
+    its registers are one small array.
     """
     ly, lx, by, bx, tk = tiles
     wj = wj or lx
@@ -210,21 +214,40 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
     for idx in (0, 1):
         s = sch.cache_read(blk, idx, "shared")
         sch.compute_at(s, k0)
+        if through_registers:
+            r = sch.cache_read(s, 0, "local")
+            sch.compute_at(r, k0)
+            chunks = (by * ly * tk if idx == 0 else tk * bx * lx) // vec
+            for stage in (r, s):  # the same threads copy the same elements: registers, then shared
+                rows, cols = sch.get_loops(stage)[-2:]
+                r0, r1 = sch.split(rows, [None, chunks // (by * bx)])  # adjacent rows per thread
+                c0, v = sch.split(cols, [None, vec])
+                sch.reorder(r0, c0, r1, v)
+                ty, tx = sch.split(sch.fuse(r0, c0), [by, bx])
+                sch.bind(ty, "threadIdx.y")
+                sch.bind(tx, "threadIdx.x")
+                sch.unroll(r1)
+                sch.vectorize(v)
         if idx == 0 and a_transposed:
             sch.transform_layout(s, ("write", 0), lambda a, b: (b, a))
-        fused = sch.fuse(*sch.get_loops(s)[-2:])
-        if fuse_threads:
+        if through_registers:
+            pass
+        elif fuse_threads:
+            fused = sch.fuse(*sch.get_loops(s)[-2:])
             _, tx, v = sch.split(fused, [None, by * bx, vec])
             sch.bind(tx, "threadIdx.x")
         elif fetch_strided:  # each thread fetches a contiguous run: a warp's reads are strided
+            fused = sch.fuse(*sch.get_loops(s)[-2:])
             ty, tx, _, v = sch.split(fused, [by, bx, None, vec])
             sch.bind(ty, "threadIdx.y")
             sch.bind(tx, "threadIdx.x")
         else:
+            fused = sch.fuse(*sch.get_loops(s)[-2:])
             _, ty, tx, v = sch.split(fused, [None, by, bx, vec])
             sch.bind(ty, "threadIdx.y")
             sch.bind(tx, "threadIdx.x")
-        sch.vectorize(v)
+        if not through_registers:
+            sch.vectorize(v)
         if pad:  # row stride = row length + pad (mod 32 banks)
             row = tk if (idx == 0 and not a_transposed) else (by * ly if idx == 0 else bx * lx)
             sch.storage_align(s, 0, axis=0, factor=min(row, 32), offset=pad)
@@ -234,7 +257,12 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
     elif local_ab:
         registers(sch, blk, k1, (wi, wj))
     finish(sch, blk, k0, ((ka,) if a_ahead else ()) + (k1, iw, jw), pad_shape)
-    if stages:
+    if stages and through_registers:
+        # children of k0: A to registers, A to shared, the same for B, the k1 compute nest: load the
+        # next tiles into registers first, compute on the current ones, then store the next ones
+        sch.annotate(k0, "software_pipeline_stage", [0, 0, 0, 0, 1])
+        sch.annotate(k0, "software_pipeline_order", [0, 3, 1, 4, 2])
+    elif stages:
         # children of k0: A fetch, B fetch, k1 compute nest
         sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
         sch.annotate(k0, "software_pipeline_order", pipeline_order or [0, 1, 2])
@@ -492,6 +520,12 @@ LIMIT = {  # name: (tiles, options of shared_blocking beyond the interleaved, pa
     "128x128, 128 threads of 8x16, tk 16, 2 stages": ((8, 16, 16, 8, 16), AT2, {}),
     "256x128, 256 threads of 16x8, tk 8, 2 stages": ((16, 8, 16, 16, 8), AT2, {}),
     "128x256, 256 threads of 8x16, tk 8, 2 stages": ((8, 16, 16, 16, 8), AT2, {}),
+    # the next tiles loaded into registers before computing on the current ones, stored after
+    "through registers, A [k][i], tk 16": (T16, dict(AT2, through_registers=True), {}),
+    "through registers, A [k][i], tk 8": (T8, dict(AT2, through_registers=True), {}),
+    "through registers, A [k][i], tk 32": ((8, 8, 16, 16, 32), dict(AT2, through_registers=True), {}),
+    "through registers, 64x128, A [k][i], tk 16": (T16_64, dict(AT2, through_registers=True), {}),
+    "through registers, 128x128 by 128 threads of 16x8, tk 16": ((16, 8, 8, 16, 16), dict(AT2, through_registers=True), {}),
     # A kept [i][k], as cp.async copies it, and read several k steps ahead, a float4 along k per row
     "A [i][k], cp.async, 2 stages": (T16, dict(stages=2, async_copy=True), {"tirx.use_async_copy": True}),
     "A [i][k] 4 k ahead, cp.async, 2 stages": (T16, dict(stages=2, async_copy=True, a_ahead=4), ASYNC_AHEAD),
