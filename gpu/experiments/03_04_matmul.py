@@ -171,7 +171,8 @@ def local_blocking(M, N, K, tiles, wj=None, local_ab=False, unroll=True, pad=Fal
 
 def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=False, stages=0,
                     async_copy=False, a_transposed=False, fuse_threads=False, pipeline_order=None,
-                    fetch_strided=False, pad_shape=False, a_ahead=0, through_registers=False):
+                    fetch_strided=False, pad_shape=False, a_ahead=0, through_registers=False,
+                    fragments_ahead=False, a_lanes_down=False):
     """tiles = (ly, lx, by, bx, tk). Block tile (by*ly) x (bx*lx), k tile tk, staged in shared
     memory by a cooperative, `vec`-wide vectorized fetch; accumulators in registers.
 
@@ -186,6 +187,11 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
     at the top of a k step and stores them into shared memory after computing on the current ones
     (the loads' latency hides behind the arithmetic); a thread's share is adjacent rows, so that
     its registers are one small array.
+    a_lanes_down: with through_registers and a_transposed, the lanes of a warp take consecutive
+    rows of the A tile (each thread a run along k of one row), so that the transposed stores of
+    a warp hit 32 different banks; otherwise 4 lanes share a row and 2 lanes a bank.
+    fragments_ahead: pipeline the k1 loop too: load a thread's A and B values of k step k1+1 from
+    shared memory into registers while computing on those of k1.
     """
     ly, lx, by, bx, tk = tiles
     wj = wj or lx
@@ -220,10 +226,16 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
             chunks = (by * ly * tk if idx == 0 else tk * bx * lx) // vec
             for stage in (r, s):  # the same threads copy the same elements: registers, then shared
                 rows, cols = sch.get_loops(stage)[-2:]
-                r0, r1 = sch.split(rows, [None, chunks // (by * bx)])  # adjacent rows per thread
-                c0, v = sch.split(cols, [None, vec])
-                sch.reorder(r0, c0, r1, v)
-                ty, tx = sch.split(sch.fuse(r0, c0), [by, bx])
+                if idx == 0 and a_lanes_down:  # lane = row: each thread a run of k of one row
+                    c0, r1, v = sch.split(cols, [by * bx // (by * ly), None, vec])
+                    sch.reorder(c0, rows, r1, v)
+                    threads = sch.fuse(c0, rows)
+                else:
+                    r0, r1 = sch.split(rows, [None, chunks // (by * bx)])  # adjacent rows per thread
+                    c0, v = sch.split(cols, [None, vec])
+                    sch.reorder(r0, c0, r1, v)
+                    threads = sch.fuse(r0, c0)
+                ty, tx = sch.split(threads, [by, bx])
                 sch.bind(ty, "threadIdx.y")
                 sch.bind(tx, "threadIdx.x")
                 sch.unroll(r1)
@@ -257,15 +269,19 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
     elif local_ab:
         registers(sch, blk, k1, (wi, wj))
     finish(sch, blk, k0, ((ka,) if a_ahead else ()) + (k1, iw, jw), pad_shape)
+    if fragments_ahead:  # children of k1: A to registers, B to registers, the multiply-adds
+        sch.annotate(k1, "software_pipeline_stage", [0, 0, 1])
+        sch.annotate(k1, "software_pipeline_order", [0, 1, 2])
+    compute = 3 if fragments_ahead else 1  # a pipelined k1 nest becomes prologue, loop and epilogue
     if stages and through_registers:
         # children of k0: A to registers, A to shared, the same for B, the k1 compute nest: load the
         # next tiles into registers first, compute on the current ones, then store the next ones
-        sch.annotate(k0, "software_pipeline_stage", [0, 0, 0, 0, 1])
-        sch.annotate(k0, "software_pipeline_order", [0, 3, 1, 4, 2])
+        sch.annotate(k0, "software_pipeline_stage", [0, 0, 0, 0] + [1] * compute)
+        sch.annotate(k0, "software_pipeline_order", [0, 2 + compute, 1, 3 + compute] + [2 + n for n in range(compute)])
     elif stages:
         # children of k0: A fetch, B fetch, k1 compute nest
-        sch.annotate(k0, "software_pipeline_stage", [0, 0, stages - 1])
-        sch.annotate(k0, "software_pipeline_order", pipeline_order or [0, 1, 2])
+        sch.annotate(k0, "software_pipeline_stage", [0, 0] + [stages - 1] * compute)
+        sch.annotate(k0, "software_pipeline_order", pipeline_order or list(range(2 + compute)))
         if async_copy:
             sch.annotate(k0, "software_pipeline_async_stages", [0])
     return sch
@@ -522,7 +538,14 @@ LIMIT = {  # name: (tiles, options of shared_blocking beyond the interleaved, pa
     "128x256, 256 threads of 8x16, tk 8, 2 stages": ((8, 16, 16, 16, 8), AT2, {}),
     # the next tiles loaded into registers before computing on the current ones, stored after
     "through registers, A [k][i], tk 16": (T16, dict(AT2, through_registers=True), {}),
+    "through registers, fragments ahead, A [k][i], tk 16": (T16, dict(AT2, through_registers=True, fragments_ahead=True), {}),
+    "through registers, fragments ahead, A [k][i], tk 8": (T8, dict(AT2, through_registers=True, fragments_ahead=True), {}),
+    "fragments ahead, A [k][i], 2 stages": (T16, dict(AT2, fragments_ahead=True), {}),
     "through registers, A [k][i], tk 8": (T8, dict(AT2, through_registers=True), {}),
+    "through registers, lanes down A, tk 16": (T16, dict(AT2, through_registers=True, a_lanes_down=True), {}),
+    "through registers, lanes down A, fragments ahead, tk 16":
+        (T16, dict(AT2, through_registers=True, a_lanes_down=True, fragments_ahead=True), {}),
+    "through registers, lanes down A, 64x128, tk 16": (T16_64, dict(AT2, through_registers=True, a_lanes_down=True), {}),
     "through registers, A [k][i], tk 32": ((8, 8, 16, 16, 32), dict(AT2, through_registers=True), {}),
     "through registers, 64x128, A [k][i], tk 16": (T16_64, dict(AT2, through_registers=True), {}),
     "through registers, 128x128 by 128 threads of 16x8, tk 16": ((16, 8, 8, 16, 16), dict(AT2, through_registers=True), {}),
