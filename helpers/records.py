@@ -95,3 +95,27 @@ def recorded_device(root: Path | None = None) -> dict | None:
         if data and data.get("device"):
             return data["device"]
     return None
+
+
+EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "gpu" / "experiments" / "results"
+
+
+def experiment_table(log: str, title: str) -> tuple[str, str, list[list[str]]]:
+    """A table from a committed experiment log, gpu/experiments/results/<log>.txt: the log's
+    first line (GPU, date, TVM and the command that made it), the line naming the table (the
+    first that contains `title`) and the table's rows (its header row first), cut at the columns
+    of its dashed rule. The notebooks show profiles this way: Nsight Compute cannot run in them."""
+    path = EXPERIMENTS_DIR / f"{log}.txt"
+    if not path.is_file():
+        raise FileNotFoundError(f"no experiment log {path.name} in {EXPERIMENTS_DIR}")
+    lines = path.read_text().splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if title in line)
+    except StopIteration:
+        raise ValueError(f"{path.name} has no line containing {title!r}") from None
+    end = lines.index("", start) if "" in lines[start:] else len(lines)
+    rule = lines[start + 2]
+    columns = [m.start() for m in re.finditer(r"-+", rule)] + [None]
+    rows = [[line[a:b].strip() for a, b in zip(columns, columns[1:])]
+            for line in lines[start + 1:end] if not line.startswith("--")]
+    return lines[0].lstrip("# "), lines[start], rows

@@ -25,6 +25,7 @@ import importlib.util
 import io
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -127,7 +128,7 @@ def cli(script: str, doc: str, studies: dict[str, Study], argv=None) -> int:
         return 2
     if not study.logged:
         return study.run(args)
-    command = " ".join(["python3", f"gpu/experiments/{name}", *(argv if argv is not None else sys.argv[1:])])
+    command = shlex.join(["python3", f"gpu/experiments/{name}", *(argv if argv is not None else sys.argv[1:])])
     log = Path(os.environ.get("OUT") or RESULTS) / f"{Path(name).stem}.{args.study}.txt"
     with logged(log, command):
         return study.run(args)
@@ -251,7 +252,7 @@ def profile_side_by_side(script: str, kernels: list[str], rows: dict, title: str
         checked = [line for line in proc.stdout.splitlines() if "relative error" in line]
         found[kernel] = metrics = ncu_raw(proc.stdout)
         name = metrics.get("Kernel Name", ("?", ""))[0]
-        print(f"{kernel}: {checked[0] if checked else 'no check printed'}; kernel {name[:90]}", flush=True)
+        print(f"{checked[0] if checked else f'{kernel}: no check printed'}; kernel {name[:90]}", flush=True)
         if not metrics:
             tail = " | ".join(line.strip() for line in (proc.stdout + proc.stderr).strip().splitlines()[-4:])
             print(f"ncu {kernel}: no metrics (rc {proc.returncode}): {tail[:400]}", flush=True)
