@@ -107,3 +107,37 @@ def test_the_device_comes_from_the_first_file_that_has_one(results_dir):
     (folder / "01_vector_add.json").write_text(json.dumps({"gpu": "Test GPU", "measurements": {}, "device": {"name": "A"}}))
     (folder / "02_window_sum.json").write_text(json.dumps({"gpu": "Test GPU", "measurements": {}, "device": {"name": "B"}}))
     assert records.recorded_device() == {"name": "A"}
+
+
+def test_experiment_table_cuts_a_logged_table_at_its_columns(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "EXPERIMENTS_DIR", tmp_path)
+    (tmp_path / "study.txt").write_text("\n".join([
+        "# GPU X, 2026-11-25, apache-tvm 0.27; run 00:53 UTC: python3 study.py",
+        "a line before the table", "",
+        "GPU X, 4096^3 fp32",
+        "        first  second kernel",
+        "------  -----  -------------",
+        "ms      1.5    2,000.25",
+        "stalls  a, b   c 1.0, d 2.0",
+        "", "every metric, per kernel:", "  first x = 1"]) + "\n")
+    made, title, rows = records.experiment_table("study", "4096^3")
+    assert made == "GPU X, 2026-11-25, apache-tvm 0.27; run 00:53 UTC: python3 study.py"
+    assert title == "GPU X, 4096^3 fp32"
+    assert rows == [["", "first", "second kernel"], ["ms", "1.5", "2,000.25"], ["stalls", "a, b", "c 1.0, d 2.0"]]
+
+
+def test_experiment_table_names_what_it_cannot_find(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "EXPERIMENTS_DIR", tmp_path)
+    with pytest.raises(FileNotFoundError, match="no experiment log missing.txt"):
+        records.experiment_table("missing", "anything")
+    (tmp_path / "study.txt").write_text("# header\nno table here\n")
+    with pytest.raises(ValueError, match="study.txt has no line containing 'fp64'"):
+        records.experiment_table("study", "fp64")
+
+
+@pytest.mark.parametrize("log, title, kernels", [("03_04_matmul.profile", "fp32 (cuBLAS", 3),
+                                                 ("06_fp16.profile", "4096^3 fp16", 5)])
+def test_the_profiles_the_notebooks_show_parse_into_full_rows(log, title, kernels):
+    made, _, rows = records.experiment_table(log, title)
+    assert made.startswith("NVIDIA H100") and "gpu/experiments/" in made
+    assert len(rows) > 10 and all(len(row) == kernels + 1 and all(row[1:]) for row in rows), rows

@@ -19,6 +19,7 @@ A time guard skips the remaining variants past ~3.5 minutes.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import statistics
 import sys
@@ -30,8 +31,9 @@ from tvm import s_tir
 
 import helpers
 from helpers import baselines
-from common import (NCU_MENTIONED, ONLY, MatmulCheck, Study, Variant, cli, dry_run, error_line, matmul_table,
-                    measure_matmuls, ncu_first, ncu_rows, notebook_functions, only, print_ptxas, profile_side_by_side)
+from common import (NCU_MENTIONED, ONLY, MatmulCheck, Study, Variant, cli, dry_run, error_line, launch_checked,
+                    matmul_table, measure_matmuls, ncu_first, ncu_rows, notebook_functions, only, print_ptxas,
+                    profile_side_by_side)
 
 SQUARE, RECT, PADDED = (4096, 4096, 4096), (1024, 512, 2048), (1000, 1000, 1000)
 
@@ -425,7 +427,8 @@ def notebook_variants() -> list[Variant]:
     they measure, and on what they measure only live (cp.async, padded shapes, the ladder at 4096^3)."""
     n3 = notebook_functions("03_matmul_local_blocking",
                             {"matmul_module", "naive", "threads_1d", "threads_2d", "local_blocking"})
-    n4 = notebook_functions("04_matmul_shared_blocking", {"matmul_module", "threads_2d", "shared_blocking"})
+    n4 = notebook_functions("04_matmul_shared_blocking", {"matmul_module", "threads_2d", "shared_blocking", "fetch_to_shared",
+                                                          "split_fetch", "stage_in_registers", "inline_padding", "pipeline"})
     S, R, P = SQUARE, RECT, PADDED
     ASYNC = {"tirx.use_async_copy": True}
     T16 = (8, 8, 16, 16, 16)
@@ -435,6 +438,8 @@ def notebook_variants() -> list[Variant]:
         ("04 pipe2 cp.async A[i][k] pad4 T16", S, lambda s: n4.shared_blocking(*s, T16, pad_rows=4, stages=2, async_copy=True), ASYNC),
         ("04 pipe2 A[i][k] pad4 T16 (sync)", S, lambda s: n4.shared_blocking(*s, T16, pad_rows=4, stages=2), {}),
         ("04 pipe2 At pad4 T16", S, lambda s: n4.shared_blocking(*s, T16, a_transposed=True, pad_rows=4, stages=2), {}),
+        ("04 through registers At pad4 T16", S, lambda s: n4.shared_blocking(*s, T16, a_transposed=True, pad_rows=4, stages=2,
+                                                                         through_registers=True), {}),
         ("04 pipe2 At pad4 T16", R, lambda s: n4.shared_blocking(*s, T16, a_transposed=True, pad_rows=4, stages=2), {}),
         ("04 pipe3 cp.async A[i][k] pad4 (8,8,16,16,8)", S, lambda s: n4.shared_blocking(*s, (8, 8, 16, 16, 8), pad_rows=4, stages=3, async_copy=True), ASYNC),
         ("04 pipe2 At pad4 (8,8,8,16,16)", S, lambda s: n4.shared_blocking(*s, (8, 8, 8, 16, 16), a_transposed=True, pad_rows=4, stages=2), {}),
@@ -623,23 +628,8 @@ def fp32_launch(args) -> int:
         import torch
 
         torch.backends.cuda.matmul.allow_tf32 = False
-        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
-        tc = torch.empty(M, N, device="cuda", dtype=torch.float32)
-        for _ in range(4):
-            torch.matmul(ta, tb, out=tc)
-        torch.cuda.synchronize()
-        c = tc[:256].cpu().numpy()
-    else:
-        _, ex = limit_variant(FP32_PROFILED.get(args.kernel, args.kernel)).build()
-        dev = helpers.device()
-        fn_args = [tvm.runtime.tensor(x, dev) for x in (a, b, np.zeros((M, N), "float32"))]
-        for _ in range(4):
-            ex.mod["main"](*fn_args)
-        dev.sync()
-        c = fn_args[2].numpy()[:256]
-    ref = a[:256].astype("float64") @ b.astype("float64")
-    print(f"{args.kernel}: relative error on the first 256 rows {helpers.relative_error(c, ref):.1e}")
-    return 0
+    variant = None if args.kernel == "cublas" else limit_variant(FP32_PROFILED.get(args.kernel, args.kernel))
+    return launch_checked(args.kernel, a, b, variant, "float32")
 
 
 def fp32_profile(args) -> int:
@@ -651,6 +641,13 @@ def fp32_profile(args) -> int:
                                 ("fma", "fp32", "lsu", "shared", *NCU_MENTIONED))
 
 
+def fp32_kernel(text: str) -> str:
+    if text not in FP32_KERNELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is none of {', '.join(FP32_PROFILED)}, cublas or a variant of "
+                                         "fp32-limit (its --dry lists them)")
+    return text
+
+
 STUDIES = {
     "sweep": Study(sweep, "fp32 local and shared blocking over tiles, layouts, fetches and pipelines",
                    arguments=(ONLY,)),
@@ -659,7 +656,7 @@ STUDIES = {
     "fp32-limit": Study(fp32_limit, "around 04's best: A kept [i][k] and read a few k steps ahead as float4, "
                         "cp.async, depths and tiles, each timed interleaved with cuBLAS", arguments=(ONLY,)),
     "profile": Study(fp32_profile, "Nsight Compute side by side: 04's best, fp32-limit's best and cuBLAS's fp32 kernel",
-                     needs=("ncu",), arguments=((("kernel",), dict(nargs="*", choices=FP32_KERNELS, metavar="KERNEL",
+                     needs=("ncu",), arguments=((("kernel",), dict(nargs="*", type=fp32_kernel, metavar="KERNEL",
                                                                  help=f"{', '.join(FP32_PROFILED)}, cublas or a variant of fp32-limit "
                                                                       "(default: all three)")),)),
     "launch": Study(fp32_launch, "(run by profile under ncu) build, check and launch one kernel", dry=False,

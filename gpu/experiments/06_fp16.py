@@ -41,7 +41,8 @@ from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_l
 
 import helpers
 from common import (NCU_MENTIONED, Study, Variant, blockize_fragments, cli, dry_run, fp16_matmuls_beside_cublas,
-                    ncu_first, ncu_rows, notebook_code, notebook_template, profile_side_by_side, tile_copy)
+                    launch_checked, ncu_first, ncu_rows, notebook_code, notebook_template, profile_side_by_side,
+                    tile_copy)
 from helpers import MMA_STORE_PAIRS, baselines
 from helpers.tuned import _as_module
 
@@ -470,23 +471,7 @@ def launch(args) -> int:
         import torch
 
         torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
-        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()  # copies, no kernel launches
-        tc = torch.empty(N, N, device="cuda", dtype=torch.float16)
-        for _ in range(4):
-            torch.matmul(ta, tb, out=tc)
-        torch.cuda.synchronize()
-        c = tc[:256].float().cpu().numpy()
-    else:
-        _, ex = profiled()[args.kernel].build()
-        dev = helpers.device()
-        fn_args = [tvm.runtime.tensor(x, dev) for x in (a, b, np.zeros((N, N), "float32"))]
-        for _ in range(4):
-            ex.mod["main"](*fn_args)
-        dev.sync()
-        c = fn_args[2].numpy()[:256]
-    ref = a[:256].astype("float64") @ b.astype("float64")
-    print(f"{args.kernel}: relative error on the first 256 rows {helpers.relative_error(c, ref):.1e}")
-    return 0
+    return launch_checked(args.kernel, a, b, None if args.kernel == "cublas" else profiled()[args.kernel], "float16")
 
 
 PROFILE_ROWS = ncu_rows(FLOPS, {

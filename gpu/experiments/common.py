@@ -236,6 +236,33 @@ NCU_MENTIONED = ("bank_conflicts", "stalled", "hit_rate", "warps_active", "inst_
                  "issue_active", "cycles_elapsed.avg", "dram__throughput", "duration", "launch__")
 
 
+def launch_checked(name: str, a: np.ndarray, b: np.ndarray, variant: Variant | None, c_dtype: str) -> int:
+    """Launch one matmul C = a @ b 4 times (a study's `profile` has ncu profile the third) and
+    check the first 256 rows of C against float64: `variant`'s kernel, which writes fp32 C, or,
+    for None, torch's matmul (cuBLAS) writing C in `c_dtype`. Set torch's precision flags first."""
+    M, N = a.shape[0], b.shape[1]
+    if variant is None:
+        import torch
+
+        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()  # copies, no kernel launches
+        tc = torch.empty(M, N, device="cuda", dtype=getattr(torch, c_dtype))
+        for _ in range(4):
+            torch.matmul(ta, tb, out=tc)
+        torch.cuda.synchronize()
+        c = tc[:256].float().cpu().numpy()
+    else:
+        _, ex = variant.build()
+        dev = helpers.device()
+        fn_args = [tvm.runtime.tensor(x, dev) for x in (a, b, np.zeros((M, N), "float32"))]
+        for _ in range(4):
+            ex.mod["main"](*fn_args)
+        dev.sync()
+        c = fn_args[2].numpy()[:256]
+    ref = a[:256].astype("float64") @ b.astype("float64")
+    print(f"{name}: relative error on the first 256 rows {helpers.relative_error(c, ref):.1e}")
+    return 0
+
+
 def profile_side_by_side(script: str, kernels: list[str], rows: dict, title: str, mentioned: tuple[str, ...]) -> int:
     """Run `python <script> launch KERNEL` under Nsight Compute for each kernel, at the clocks
     timing runs see; print the `rows` (label: reader of one kernel's metrics) side by side under
