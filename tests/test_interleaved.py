@@ -12,7 +12,7 @@ import pytest
 import tvm
 
 import helpers
-from helpers import baselines, bench
+from helpers import baselines, bench, records
 
 from conftest import needs_gpu, write_record
 from test_gate import ADD, N  # C = A + B on 64 floats, run by TVM's LLVM target
@@ -222,20 +222,22 @@ def test_cublas_writing_c_in_another_type_is_its_own_baseline(session, monkeypat
 
 
 def test_two_recorded_runs_of_notebook_07_agree():
-    """The point of interleaving: 07 recorded on the H100, then run again (its JSON kept under logs/),
-    gives every 4096³ kernel's "% of cuBLAS" within 2 points of the first run's, though cuBLAS's own
-    time moves by several percent between runs. (The size sweep's other sizes are left out: the
-    smallest run for microseconds.)"""
-    from helpers import records
-
-    folder = records.RESULTS_DIR / "nvidia-h100-80gb-hbm3"
-    runs = [records.load(folder / "07_hopper_wgmma_tma.json"),
-            records.load(folder / "logs" / "07_hopper_wgmma_tma.second-run.json")]
-    first, second = ({k: v["ratio"] for k, v in r["measurements"].items()
-                      if v.get("ratio") and v["shape"][0] == [4096, 4096]} for r in runs)
+    """The point of interleaving: 07 recorded on the H100 twice in a row from one commit (both JSONs
+    kept under logs/) gives every 4096³ kernel's "% of cuBLAS" within 2 points of the first run's,
+    though cuBLAS's own time moves by several percent between runs. (The size sweep's other sizes
+    are left out: the smallest run for microseconds.) The notebook's current record is a third run,
+    made a day later from a later commit with the same kernels; it is not held to this bound."""
+    folder = records.RESULTS_DIR / "nvidia-h100-80gb-hbm3" / "logs"
+    first, second = _ratios_at_4096(folder / "07_hopper_wgmma_tma.first-run.json",
+                                    folder / "07_hopper_wgmma_tma.second-run.json")
     assert len(first) >= 10 and first.keys() == second.keys()
     spread = sorted(abs(first[k] - second[k]) * 100 for k in first)
     assert spread[-1] <= 2.0, spread
+
+
+def _ratios_at_4096(*paths):
+    return [{k: v["ratio"] for k, v in records.load(p)["measurements"].items()
+             if v.get("ratio") and v["shape"][0] == [4096, 4096]} for p in paths]
 
 
 def test_cublas_replays_a_cuda_graph_only_when_asked_and_only_through_torch(session, monkeypatch):
