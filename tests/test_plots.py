@@ -405,3 +405,13 @@ def test_several_kernels_share_one_sweep_chart_with_a_legend():
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["kernel a", "kernel b"]
     assert [list(line.get_ydata()) for line in ax.get_lines()] == [[m.tflops for m in a], [m.tflops for m in b]]
+
+
+def test_a_dict_of_kernels_draws_the_same_chart_as_one_call_each():
+    xs = ["512", "1024", "2048"]
+    a = [helpers.Measurement(f"a {x}", 1.0 / int(x), flops=1e9, gpu="Test GPU", date="2026-11-24") for x in xs]
+    b = [helpers.Measurement(f"b {x}", 2.0 / int(x), flops=1e9, gpu="Test GPU", date="2026-11-24") for x in xs]
+    ax = helpers.sweep(xs, {"kernel a": a, "kernel b": tuple(b)}, xlabel="size", metric="tflops", title="t").axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["kernel a", "kernel b"]
+    assert [list(line.get_ydata()) for line in ax.get_lines()] == [[m.tflops for m in a], [m.tflops for m in b]]
+    assert ax.get_ylabel() == "TFLOP/s" and ax.get_xlabel() == "size"

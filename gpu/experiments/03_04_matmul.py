@@ -19,7 +19,6 @@ A time guard skips the remaining variants past ~3.5 minutes.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import statistics
 import sys
@@ -32,7 +31,7 @@ from tvm import s_tir
 import helpers
 from helpers import baselines
 from common import (NCU_MENTIONED, ONLY, MatmulCheck, Study, Variant, cli, dry_run, error_line, launch_checked,
-                    matmul_table, measure_matmuls, ncu_first, ncu_rows, notebook_functions, only, print_ptxas,
+                    matmul_table, measure_matmuls, ncu_first, ncu_rows, notebook_functions, one_of, only, print_ptxas,
                     profile_side_by_side)
 
 SQUARE, RECT, PADDED = (4096, 4096, 4096), (1024, 512, 2048), (1000, 1000, 1000)
@@ -244,23 +243,19 @@ def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=Fal
                 sch.vectorize(v)
         if idx == 0 and a_transposed:
             sch.transform_layout(s, ("write", 0), lambda a, b: (b, a))
-        if through_registers:
-            pass
-        elif fuse_threads:
+        if not through_registers:  # the shared copy's own loops (through_registers split them above)
             fused = sch.fuse(*sch.get_loops(s)[-2:])
-            _, tx, v = sch.split(fused, [None, by * bx, vec])
-            sch.bind(tx, "threadIdx.x")
-        elif fetch_strided:  # each thread fetches a contiguous run: a warp's reads are strided
-            fused = sch.fuse(*sch.get_loops(s)[-2:])
-            ty, tx, _, v = sch.split(fused, [by, bx, None, vec])
-            sch.bind(ty, "threadIdx.y")
-            sch.bind(tx, "threadIdx.x")
-        else:
-            fused = sch.fuse(*sch.get_loops(s)[-2:])
-            _, ty, tx, v = sch.split(fused, [None, by, bx, vec])
-            sch.bind(ty, "threadIdx.y")
-            sch.bind(tx, "threadIdx.x")
-        if not through_registers:
+            if fuse_threads:
+                _, tx, v = sch.split(fused, [None, by * bx, vec])
+                sch.bind(tx, "threadIdx.x")
+            elif fetch_strided:  # each thread fetches a contiguous run: a warp's reads are strided
+                ty, tx, _, v = sch.split(fused, [by, bx, None, vec])
+                sch.bind(ty, "threadIdx.y")
+                sch.bind(tx, "threadIdx.x")
+            else:
+                _, ty, tx, v = sch.split(fused, [None, by, bx, vec])
+                sch.bind(ty, "threadIdx.y")
+                sch.bind(tx, "threadIdx.x")
             sch.vectorize(v)
         if pad:  # row stride = row length + pad (mod 32 banks)
             row = tk if (idx == 0 and not a_transposed) else (by * ly if idx == 0 else bx * lx)
@@ -624,10 +619,6 @@ def fp32_launch(args) -> int:
     M, N, K = SQUARE
     rng = np.random.default_rng(0)
     a, b = rng.uniform(-1, 1, (M, K)).astype("float32"), rng.uniform(-1, 1, (K, N)).astype("float32")
-    if args.kernel == "cublas":
-        import torch
-
-        torch.backends.cuda.matmul.allow_tf32 = False
     variant = None if args.kernel == "cublas" else limit_variant(FP32_PROFILED.get(args.kernel, args.kernel))
     return launch_checked(args.kernel, a, b, variant, "float32")
 
@@ -641,13 +632,6 @@ def fp32_profile(args) -> int:
                                 ("fma", "fp32", "lsu", "shared", *NCU_MENTIONED))
 
 
-def fp32_kernel(text: str) -> str:
-    if text not in FP32_KERNELS:
-        raise argparse.ArgumentTypeError(f"{text!r} is none of {', '.join(FP32_PROFILED)}, cublas or a variant of "
-                                         "fp32-limit (its --dry lists them)")
-    return text
-
-
 STUDIES = {
     "sweep": Study(sweep, "fp32 local and shared blocking over tiles, layouts, fetches and pipelines",
                    arguments=(ONLY,)),
@@ -656,7 +640,7 @@ STUDIES = {
     "fp32-limit": Study(fp32_limit, "around 04's best: A kept [i][k] and read a few k steps ahead as float4, "
                         "cp.async, depths and tiles, each timed interleaved with cuBLAS", arguments=(ONLY,)),
     "profile": Study(fp32_profile, "Nsight Compute side by side: 04's best, fp32-limit's best and cuBLAS's fp32 kernel",
-                     needs=("ncu",), arguments=((("kernel",), dict(nargs="*", type=fp32_kernel, metavar="KERNEL",
+                     needs=("ncu",), arguments=((("kernel",), dict(nargs="*", type=one_of(FP32_KERNELS, f"{', '.join(FP32_PROFILED)}, cublas or a variant of fp32-limit (its --dry lists them)"), metavar="KERNEL",
                                                                  help=f"{', '.join(FP32_PROFILED)}, cublas or a variant of fp32-limit "
                                                                       "(default: all three)")),)),
     "launch": Study(fp32_launch, "(run by profile under ncu) build, check and launch one kernel", dry=False,

@@ -41,8 +41,8 @@ from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_l
 
 import helpers
 from common import (NCU_MENTIONED, Study, Variant, blockize_fragments, cli, dry_run, fp16_matmuls_beside_cublas,
-                    launch_checked, ncu_first, ncu_rows, notebook_code, notebook_template, profile_side_by_side,
-                    tile_copy)
+                    launch_checked, ncu_first, ncu_rows, notebook_code, notebook_template, one_of,
+                    profile_side_by_side, tile_copy)
 from helpers import MMA_STORE_PAIRS, baselines
 from helpers.tuned import _as_module
 
@@ -467,10 +467,6 @@ def launch(args) -> int:
     rng = np.random.default_rng(0)
     a = rng.uniform(-1, 1, (N, N)).astype("float16")
     b = rng.uniform(-1, 1, (N, N)).astype("float16")
-    if args.kernel == "cublas":
-        import torch
-
-        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     return launch_checked(args.kernel, a, b, None if args.kernel == "cublas" else profiled()[args.kernel], "float16")
 
 
@@ -533,12 +529,6 @@ def input_data(args) -> int:
     return 0
 
 
-def kernel_name(text: str) -> str:
-    if text not in KERNELS:
-        raise argparse.ArgumentTypeError(f"{text!r} is none of {', '.join(KERNELS)}")
-    return text
-
-
 STUDIES = {
     "pipeline-depth": Study(pipeline_depth, "the WMMA template at 05's tiles with deeper and shallower pipelines"),
     "mma-m16n8k8": Study(lambda args: compare(table(MMA8), args.dry),
@@ -554,7 +544,7 @@ STUDIES = {
                       dry=False, needs=("cupy",)),
     "profile": Study(profile, "Nsight Compute side by side: 05's structure, the best mma.sync kernel, 06's "
                      "tuned kernel, 07's wgmma kernel and cuBLAS",
-                     needs=("ncu",), arguments=((("kernel",), dict(nargs="*", type=kernel_name, metavar="KERNEL",
+                     needs=("ncu",), arguments=((("kernel",), dict(nargs="*", type=one_of(KERNELS), metavar="KERNEL",
                                                                  help=f"of {', '.join(KERNELS)} (default: {', '.join(PROFILED_BY_DEFAULT)})")),)),
     "launch": Study(launch, "(run by profile under ncu) build, check and launch one kernel", dry=False, needs=("torch",),
                     logged=False, arguments=((("kernel",), dict(choices=KERNELS)),)),

@@ -134,6 +134,16 @@ def cli(script: str, doc: str, studies: dict[str, Study], argv=None) -> int:
         return study.run(args)
 
 
+def one_of(allowed, described: str | None = None) -> Callable[[str], str]:
+    """An argparse `type` that accepts the names in `allowed` (argparse's own `choices` refuses an
+    empty list for nargs="*" on Python 3.11)."""
+    def check(text: str) -> str:
+        if text not in allowed:
+            raise argparse.ArgumentTypeError(f"{text!r} is none of {described or ', '.join(allowed)}")
+        return text
+    return check
+
+
 def error_line(err: Exception, width: int = 150) -> str:
     """The last line of an exception's message (TVM's carry a long backtrace before it)."""
     text = str(err).strip()
@@ -239,11 +249,13 @@ NCU_MENTIONED = ("bank_conflicts", "stalled", "hit_rate", "warps_active", "inst_
 def launch_checked(name: str, a: np.ndarray, b: np.ndarray, variant: Variant | None, c_dtype: str) -> int:
     """Launch one matmul C = a @ b 4 times (a study's `profile` has ncu profile the third) and
     check the first 256 rows of C against float64: `variant`'s kernel, which writes fp32 C, or,
-    for None, torch's matmul (cuBLAS) writing C in `c_dtype`. Set torch's precision flags first."""
+    for None, torch's matmul (cuBLAS) writing C in `c_dtype`, at the inputs' own precision."""
     M, N = a.shape[0], b.shape[1]
     if variant is None:
         import torch
 
+        torch.backends.cuda.matmul.allow_tf32 = False  # cuBLAS at the inputs' own precision
+        torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
         ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()  # copies, no kernel launches
         tc = torch.empty(M, N, device="cuda", dtype=getattr(torch, c_dtype))
         for _ in range(4):
