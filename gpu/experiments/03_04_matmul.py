@@ -20,7 +20,6 @@ A time guard skips the remaining variants past ~3.5 minutes.
 from __future__ import annotations
 
 import functools
-import statistics
 import sys
 import time
 
@@ -30,7 +29,7 @@ from tvm import s_tir
 
 import helpers
 from helpers import baselines
-from common import (NCU_MENTIONED, ONLY, MatmulCheck, Study, Variant, cli, dry_run, error_line, launch_checked,
+from common import (NCU_MENTIONED, ONLY, MatmulCheck, Study, Variant, beside_cublas, cli, dry_run, launch_checked,
                     matmul_table, measure_matmuls, ncu_first, ncu_rows, notebook_functions, one_of, only, print_ptxas,
                     profile_side_by_side)
 
@@ -576,29 +575,14 @@ def fp32_limit(args) -> int:
         return dry_run(variants)
     data = check(SQUARE)
     blas = baselines.event_rounds(*baselines.cublas_call(*SQUARE, "float32"))
-    rows = [["variant", "ms", "TFLOP/s", "rel err", "% cuBLAS (interleaved)", "cuBLAS ms", "registers, shared"]]
-    for v in variants:
-        try:
-            sch, ex = v.build()
-            _, err = data.run(ex)
-            if not err <= 1e-4:
-                rows.append([v.name, "-", "-", f"{err:.1e}", "WRONG, not timed", "-", "-"])
-                continue
-            helpers.time_function(ex.mod, data.dev, data.args, repeat=1)  # warm up
-            kernel_ms, blas_ms, ratio = baselines.interleaved(
-                lambda: helpers.time_function(ex.mod, data.dev, data.args, repeat=1, warmup=0)[0], blas, 15)
-            ms = statistics.median(kernel_ms)
-            with tvm.transform.PassContext(config=v.pass_config):
-                ptxas = "; ".join(f"{r.registers} registers, {r.shared_bytes / 1024:.1f} KB" for r in helpers.ptxas_report(sch))
-            rows.append([v.name, f"{ms:.4f}", f"{2 * np.prod(SQUARE) / ms / 1e9:.2f}", f"{err:.1e}", f"{ratio:.1%}",
-                         f"{statistics.median(blas_ms):.4f}", ptxas])
-        except Exception as err:  # noqa: BLE001 (report it, measure the rest)
-            rows.append([v.name, "-", "-", "-", f"FAILED {error_line(err, 80)}", "-", "-"])
-        print(" | ".join(rows[-1]), flush=True)
-    print(f"\n{helpers.local_gpu_spec().name}, fp32 {'x'.join(map(str, SQUARE))}; cuBLAS fp32, TF32 off, "
-          "timed in 15 rounds alternating with each kernel's")
-    print(helpers.text_table(rows))
-    return 0
+
+    def ptxas(v, sch):
+        with tvm.transform.PassContext(config=v.pass_config):
+            return "; ".join(f"{r.registers} registers, {r.shared_bytes / 1024:.1f} KB" for r in helpers.ptxas_report(sch))
+
+    return beside_cublas(variants, lambda _: data, lambda _: blas, 1e-4,
+                         f"{helpers.local_gpu_spec().name}, fp32 {'x'.join(map(str, SQUARE))}; cuBLAS fp32, TF32 off",
+                         extra=("registers, shared", ptxas))
 
 
 FP32_PROFILED = {"notebook": "04's best: A [k][i], 2 stages", "ahead": "A [i][k] 4 k ahead, cp.async, 2 stages"}

@@ -22,6 +22,9 @@ The studies:
           beside cuBLAS fp16 in the same run. --dry prints, per variant, the build time, the CUDA's
           length and, from the machine code (needs cuobjdump and nvdisasm), its HGMMA and UTMALDG
           instructions, registers per thread and local-memory (spill) instructions
+  epilogue  the persistent kernel (grouped order) writing C from its registers or through shared
+          memory and the TMA, in fp32 and fp16: each checked against float64, then timed in rounds
+          alternating with cuBLAS writing C in the same type
   repro   the one TIRx construct these kernels wanted and 0.27 cannot compile: wgmma's register
           fence `T.cuda.wgmma.noop_barrier` on an accumulator (`repro --dry` needs no GPU)
 
@@ -42,14 +45,15 @@ from pathlib import Path
 
 
 import helpers
-from common import ONLY, Study, Variant, cli, dry_run, fp16_matmuls_beside_cublas, notebook_code
+from helpers import baselines
+from common import ONLY, MatmulCheck, Study, Variant, beside_cublas, cli, dry_run, fp16_matmuls_beside_cublas, notebook_code
 
 N = 4096
 SHAPE = (N, N, N)
 
 # The kernel and the designs compared are notebook 07's: its cell of constants (VARIANTS: name ->
 # block_n, stages, specialized), its macros and its `hopper_matmul`, run as a module.
-NOTEBOOK = notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "@T.macro", "def hopper_matmul(")
+NOTEBOOK = notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "@T.macro", "def hopper_matmul(", "def persistent_matmul(")
 KERNELS = NOTEBOOK.VARIANTS
 
 
@@ -112,6 +116,31 @@ def wgmma(args) -> int:
     return dry_run(vs, shared_and_sass) if args.dry else fp16_matmuls_beside_cublas(vs, N)
 
 
+EPILOGUES = {  # name: persistent_matmul's arguments besides the shape and the number of blocks
+    "persistent, fp32 C from registers": dict(),
+    "persistent, fp32 C through shared + TMA": dict(tma_store=True),
+    "persistent, fp16 C from registers": dict(out_dtype="float16"),
+    "persistent, fp16 C through shared + TMA": dict(out_dtype="float16", tma_store=True),
+    "persistent, fp16 C through shared + TMA, 3 stages": dict(out_dtype="float16", tma_store=True, stages=3),
+    "persistent, fp16 C through shared + TMA, groups of 16": dict(out_dtype="float16", tma_store=True, group=16),
+    "persistent, 128x128, 6 stages, fp16 C through shared + TMA": dict(out_dtype="float16", tma_store=True,
+                                                                       block_n=128, stages=6),
+}
+
+
+def epilogue(args) -> int:
+    ctas = helpers.local_gpu_spec().sm_count if not args.dry else 132  # one block per SM (an H100's 132 to build)
+    vs = [Variant(name, functools.partial(NOTEBOOK.persistent_matmul, N, N, N, ctas, **kw), SHAPE, {}, "tirx", "sm_90a")
+          for name, kw in EPILOGUES.items() if not args.only or args.only in name]
+    if args.dry:
+        return dry_run(vs, lambda v, _: f"C in {EPILOGUES[v.name].get('out_dtype', 'float32')}")
+    out = {v.name: EPILOGUES[v.name].get("out_dtype", "float32") for v in vs}
+    data = {d: MatmulCheck(SHAPE, "float16", False, "float64", out_dtype=d) for d in set(out.values())}
+    blas = {d: baselines.event_rounds(*baselines.cublas_call(*SHAPE, "float16", out_dtype=d)) for d in data}
+    return beside_cublas(vs, lambda v: data[out[v.name]], lambda v: blas[out[v.name]], 1e-3,
+                         f"{helpers.local_gpu_spec().name}, fp16 A and B {N}^3; cuBLAS writing C in the kernel's type")
+
+
 def repro(_args) -> int:
     """CUTLASS fences its accumulators (`warpgroup_fence_operand`: an empty asm that reads and
     writes the register) so that the compiler keeps their other uses on their side of wgmma.fence
@@ -126,6 +155,8 @@ def repro(_args) -> int:
 
 STUDIES = {
     "wgmma": Study(wgmma, "wgmma fed by TMA, warp-specialized or not, at two block shapes", arguments=(ONLY,)),
+    "epilogue": Study(epilogue, "the persistent kernel's C from registers or through shared memory and the TMA",
+                      arguments=(ONLY,)),
     "repro": Study(repro, "what TIRx 0.27 cannot compile: wgmma.noop_barrier on an accumulator", needs=()),
 }
 

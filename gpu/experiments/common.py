@@ -41,6 +41,7 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 import helpers
+from helpers import baselines
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -386,11 +387,12 @@ def dry_run(variants: list[Variant], describe: Callable[[Variant, str], str] | N
 
 class MatmulCheck:
     """One matmul shape on the GPU: A (M x K) and B (K x N, or N x K when `b_transposed`) of
-    uniform(-1, 1) values in `dtype` (seed 0), a float32 C poisoned with NaN before every first run,
+    uniform(-1, 1) values in `dtype` (seed 0), a C (float32 unless `out_dtype`) poisoned with NaN
+    before every first run,
     and a reference C that torch computes on the GPU in `precision`: "float32" with TF32 off (what
     an fp32 kernel must match) or "float64"."""
 
-    def __init__(self, shape, dtype: str, b_transposed: bool, precision: str):
+    def __init__(self, shape, dtype: str, b_transposed: bool, precision: str, out_dtype: str = "float32"):
         import torch
 
         M, N, K = self.shape = shape
@@ -398,8 +400,8 @@ class MatmulCheck:
         a = rng.uniform(-1, 1, (M, K)).astype(dtype)
         b = rng.uniform(-1, 1, (N, K) if b_transposed else (K, N)).astype(dtype)
         self.dev = helpers.device()
-        self.args = [tvm.runtime.tensor(x, self.dev) for x in (a, b, np.zeros((M, N), "float32"))]
-        self.nan = np.full((M, N), np.nan, "float32")
+        self.args = [tvm.runtime.tensor(x, self.dev) for x in (a, b, np.zeros((M, N), out_dtype))]
+        self.nan = np.full((M, N), np.nan, out_dtype)
         torch.backends.cuda.matmul.allow_tf32 = False
         ta, tb = (torch.from_numpy(x).cuda().to(getattr(torch, precision)) for x in (a, b))
         self.ref = (ta @ (tb.T if b_transposed else tb)).double()
@@ -486,6 +488,37 @@ def fp16_matmuls_beside_cublas(variants: list[Variant], n: int) -> int:
     results = measure_matmuls(variants, lambda shape: MatmulCheck(shape, "float16", False, "float64"), 1e-3,
                               lambda _: dict(repeat=30))
     print(matmul_table(results, {(n, n, n): blas}))
+    return 0
+
+
+def beside_cublas(variants: list[Variant], data_for: Callable[[Variant], MatmulCheck],
+                  blas_for: Callable[[Variant], Callable[[], float]], tol: float, title: str,
+                  extra: tuple[str, Callable[[Variant, object], str]] | None = None, rounds: int = 15) -> int:
+    """Each variant checked on `data_for(v)` (relative error within `tol`), then timed in `rounds`
+    rounds alternating with `blas_for(v)`'s: the median of the per-round ratios, as the notebooks
+    report "% of cuBLAS". Prints each row as it comes, then the table under `title`; `extra`
+    (a column's name, and its text from the variant and its schedule) adds a column."""
+    rows = [["variant", "ms", "TFLOP/s", "rel err", "% cuBLAS (interleaved)", "cuBLAS ms"]
+            + ([extra[0]] if extra else [])]
+    for v in variants:
+        try:
+            sch, ex = v.build()
+            data = data_for(v)
+            _, err = data.run(ex)
+            if not err <= tol:
+                rows.append([v.name, "-", "-", f"{err:.1e}", "WRONG, not timed", "-"] + (["-"] if extra else []))
+                continue
+            helpers.time_function(ex.mod, data.dev, data.args, repeat=1)  # warm up
+            kernel_ms, blas_ms, ratio = baselines.interleaved(
+                lambda: helpers.time_function(ex.mod, data.dev, data.args, repeat=1, warmup=0)[0], blas_for(v), rounds)
+            ms = statistics.median(kernel_ms)
+            rows.append([v.name, f"{ms:.4f}", f"{2 * np.prod(v.shape) / ms / 1e9:.2f}", f"{err:.1e}", f"{ratio:.1%}",
+                         f"{statistics.median(blas_ms):.4f}"] + ([extra[1](v, sch)] if extra else []))
+        except Exception as err:  # noqa: BLE001 (report it, measure the rest)
+            rows.append([v.name, "-", "-", "-", f"FAILED {error_line(err, 80)}", "-"] + (["-"] if extra else []))
+        print(" | ".join(rows[-1]), flush=True)
+    print(f"\n{title}, cuBLAS timed in {rounds} rounds alternating with each kernel's")
+    print(helpers.text_table(rows))
     return 0
 
 
