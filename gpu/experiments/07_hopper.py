@@ -25,6 +25,8 @@ The studies:
   epilogue  the persistent kernel (grouped order) writing C from its registers or through shared
           memory and the TMA, in fp32 and fp16: each checked against float64, then timed in rounds
           alternating with cuBLAS writing C in the same type
+  cluster   the same kernel in 2-block clusters: the two blocks of a pair compute tiles one above
+          the other and share B's tile, each loading half of it into both (TMA multicast)
   repro   the one TIRx construct these kernels wanted and 0.27 cannot compile: wgmma's register
           fence `T.cuda.wgmma.noop_barrier` on an accumulator (`repro --dry` needs no GPU)
 
@@ -43,6 +45,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+
+import tvm
+from tvm.script import tirx as T
 
 import helpers
 from helpers import baselines
@@ -105,6 +110,134 @@ def shared_and_sass(v: Variant, source: str) -> str:
     return f"{NOTEBOOK.shared_bytes(*KERNELS[v.name][:2]) / 1024:.0f} KB shared; {sass_of(source)}"
 
 
+# ------------------------------------------------------------------ 2-block clusters, B multicast
+
+# The notebook's pieces, by name, for the macros below (TVMScript resolves a macro's names where it
+# is defined).
+BM, BK, TMA_LOAD = NOTEBOOK.BM, NOTEBOOK.BK, NOTEBOOK.TMA_LOAD
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = NOTEBOOK.PRODUCER_REGISTERS, NOTEBOOK.CONSUMER_REGISTERS
+C_BUFFERS, shared_bytes, tma_options, tile_origin = (NOTEBOOK.C_BUFFERS, NOTEBOOK.shared_bytes,
+                                                     NOTEBOOK.tma_options, NOTEBOOK.tile_origin)
+init_barriers, multiply_stage = NOTEBOOK.init_barriers, NOTEBOOK.multiply_stage
+store_through_shared, store_accumulators = NOTEBOOK.store_through_shared, NOTEBOOK.store_accumulators
+TMA_MULTICAST = TMA_LOAD + ".multicast::cluster"
+
+
+@T.macro
+def release_in_both(empty, s, remote):
+    """Stage s is read here: one arrival on stage s's `empty` barrier in both blocks of the pair
+    (the peer's copy of B lands in this block's stage s too, and this block's in the peer's)."""
+    for rank in T.unroll(2):
+        T.ptx["mapa.shared::cluster.u32"](remote[0], T.cuda.cvta_generic_to_shared(empty.ptr_to([s])),
+                                          T.uint32(rank))
+        T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"](remote[0], T.uint32(1))
+
+
+@T.macro
+def produce_pairs(A_map, B_map, As, Bs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cl, rank, group, tid):
+    """The pair's producers walk the same pairs of tiles (one above the other). Each loads its own
+    A tile, and half of B's boxes into both blocks at once (multicast): B is read once per pair."""
+    T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGISTERS)
+    if tid == 0:
+        for i in T.serial((pairs - cl + clusters - 1) // clusters):
+            row, col = T.meta_var(tile_origin(cl + i * clusters, tiles_n, group))
+            for k in T.serial(KT):
+                it = T.meta_var(i * KT + k)
+                T.cuda.mbarrier_wait(empty.ptr_to([it % S]), (it // S) % 2 ^ 1)  # free in both blocks
+                T.ptx.mbarrier.arrive.expect_tx.shared.b64(full.ptr_to([it % S]), T.uint32((BM + BN) * BK * 2))
+                T.ptx[TMA_LOAD](As.ptr_to([it % S, 0, 0]), T.address_of(A_map), k * BK, 2 * row + rank * BM,
+                                full.ptr_to([it % S]))
+                for j in T.unroll(BN // 128):
+                    box = T.meta_var(rank * (BN // 128) + j)
+                    T.ptx[TMA_MULTICAST](Bs.ptr_to([it % S, box, 0, 0]), T.address_of(B_map), col * BN + box * 64,
+                                         k * BK, full.ptr_to([it % S]), T.uint16(3))
+
+
+@T.macro
+def consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cl, rank, group, tid,
+                  tma_store):
+    """The notebook's consume_tiles, releasing each stage in both blocks of the pair."""
+    T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGISTERS)
+    acc = T.alloc_local((BN // 2,), "float32")
+    desc_a, desc_b = T.alloc_local((1,), "uint64"), T.alloc_local((1,), "uint64")
+    remote = T.alloc_local((1,), "uint32")
+    for i in T.serial((pairs - cl + clusters - 1) // clusters):
+        for j in T.unroll(BN // 2):
+            acc[j] = T.float32(0)
+        for k in T.serial(KT):
+            it = T.meta_var(i * KT + k)
+            T.cuda.mbarrier_wait(full.ptr_to([it % S]), (it // S) % 2)
+            multiply_stage(As, Bs, acc, desc_a, desc_b, it % S, tid // 128 - 1, BN)
+            T.ptx.wgmma.wait_group.sync.aligned(1)
+            if k > 0 and tid % 128 == 0:
+                release_in_both(empty, (it - 1) % S, remote)
+        T.ptx.wgmma.wait_group.sync.aligned(0)
+        if tid % 128 == 0:
+            release_in_both(empty, (i * KT + KT - 1) % S, remote)
+        row, col = T.meta_var(tile_origin(cl + i * clusters, tiles_n, group))
+        top = T.meta_var(2 * row + rank * BM + (tid // 128 - 1) * 64)
+        if tma_store:
+            store_through_shared(C_map, Cs, acc, top, col * BN, tid // 128 - 1, tid % 128, BN)
+        else:
+            store_accumulators(C, acc, top, col * BN, tid % 128, BN)
+    if tma_store and tid % 128 == 0:
+        T.ptx["cp.async.bulk.wait_group"](0)
+
+
+def cluster_matmul(M: int, N: int, K: int, ctas: int, group: int = 8, out_dtype: str = "float32",
+                   block_n: int = 256, stages: int = 4, tma_store: bool = True):
+    """persistent_matmul in pairs of blocks (2-block clusters): each pair computes two tiles of C one
+    above the other, sharing B's tile, which each block of the pair loads half of, for both."""
+    BN, S, KT, CW = block_n, stages, K // BK, 1024 // tvm.DataType(out_dtype).bits
+    NOTEBOOK.check_tiles(M, N, K, 2 * BM * group, BN)
+    if BN % 128:
+        raise ValueError(f"a pair splits B's {BN} columns into two halves of 64-column boxes: {BN} does not")
+    ring, pairs, tiles_n = S * (BM * BK + BK * BN) * 2, (M // (2 * BM)) * (N // BN), N // BN
+    bars, clusters = ring + (C_BUFFERS if tma_store else 0), min(ctas // 2, pairs)
+
+    @T.prim_func
+    def main(A: T.Buffer((M, K), "float16"), B: T.Buffer((K, N), "float16"), C: T.Buffer((M, N), out_dtype)):
+        A_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(A_map, A.data, K, M, K * 2, BK, BM, 1, 1, **tma_options("float16"))
+        B_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(B_map, B.data, N, K, N * 2, 64, BK, 1, 1, **tma_options("float16"))
+        C_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(C_map, C.data, N, M, N * 128 // CW, CW, 64, 1, 1, **tma_options(out_dtype))
+        T.device_entry()
+        cta = T.cta_id([2 * clusters])
+        T.cta_id_in_cluster([2])
+        tid = T.thread_id([384])
+        pool = T.alloc_buffer((shared_bytes(BN, S, tma_store),), "uint8", scope="shared.dyn", align=1024)
+        As = T.decl_buffer((S, BM, BK), "float16", data=pool.data, elem_offset=0, scope="shared.dyn")
+        Bs = T.decl_buffer((S, BN // 64, BK, 64), "float16", data=pool.data, elem_offset=S * BM * BK, scope="shared.dyn")
+        Cs = T.decl_buffer((2, 2, 64, CW), out_dtype, data=pool.data, elem_offset=ring * CW // 128, scope="shared.dyn")
+        full = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8, scope="shared.dyn")
+        empty = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + S, scope="shared.dyn")
+        if tid == 0:
+            init_barriers(full, empty, S, 4)  # a stage is free once both consumers of both blocks read it
+        T.cuda.cluster_sync()  # both blocks' barriers are ready before either copies into the other
+        if tid // 128 == 0:
+            produce_pairs(A_map, B_map, As, Bs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cta // 2, cta % 2,
+                          group, tid)
+        else:
+            consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cta // 2, cta % 2,
+                          group, tid, tma_store)
+        T.cuda.cluster_sync()  # neither block exits while the other may still copy into it or arrive on it
+
+    return main
+
+
+CLUSTERED = {  # name: (kernel factory, its arguments besides the shape and the number of blocks)
+    "persistent, fp32 C by TMA store": (NOTEBOOK.persistent_matmul, dict(tma_store=True)),
+    "2-block clusters, B multicast, fp32 C by TMA store": (cluster_matmul, dict()),
+    "2-block clusters, B multicast, groups of 4, fp32 C by TMA store": (cluster_matmul, dict(group=4)),
+    "persistent, fp16 C by TMA store": (NOTEBOOK.persistent_matmul, dict(out_dtype="float16", tma_store=True)),
+    "2-block clusters, B multicast, fp16 C by TMA store": (cluster_matmul, dict(out_dtype="float16")),
+    "2-block clusters, B multicast, groups of 4, fp16 C by TMA store": (cluster_matmul,
+                                                                         dict(out_dtype="float16", group=4)),
+}
+
+
 # ------------------------------------------------------------------ the studies
 
 
@@ -128,17 +261,27 @@ EPILOGUES = {  # name: persistent_matmul's arguments besides the shape and the n
 }
 
 
-def epilogue(args) -> int:
+def beside_cublas_by_c_type(args, kernels: dict) -> int:
+    """`kernels` (name: (factory, arguments)) at 4096^3 with one block per SM, each checked against
+    float64, then timed in rounds alternating with cuBLAS writing C in the kernel's type."""
     ctas = helpers.local_gpu_spec().sm_count if not args.dry else 132  # one block per SM (an H100's 132 to build)
-    vs = [Variant(name, functools.partial(NOTEBOOK.persistent_matmul, N, N, N, ctas, **kw), SHAPE, {}, "tirx", "sm_90a")
-          for name, kw in EPILOGUES.items() if not args.only or args.only in name]
+    vs = [Variant(name, functools.partial(make, N, N, N, ctas, **kw), SHAPE, {}, "tirx", "sm_90a")
+          for name, (make, kw) in kernels.items() if not args.only or args.only in name]
+    out = {name: kw.get("out_dtype", "float32") for name, (_, kw) in kernels.items()}
     if args.dry:
-        return dry_run(vs, lambda v, _: f"C in {EPILOGUES[v.name].get('out_dtype', 'float32')}")
-    out = {v.name: EPILOGUES[v.name].get("out_dtype", "float32") for v in vs}
-    data = {d: MatmulCheck(SHAPE, "float16", False, "float64", out_dtype=d) for d in set(out.values())}
+        return dry_run(vs, lambda v, _: f"C in {out[v.name]}")
+    data = {d: MatmulCheck(SHAPE, "float16", False, "float64", out_dtype=d) for d in {out[v.name] for v in vs}}
     blas = {d: baselines.event_rounds(*baselines.cublas_call(*SHAPE, "float16", out_dtype=d)) for d in data}
     return beside_cublas(vs, lambda v: data[out[v.name]], lambda v: blas[out[v.name]], 1e-3,
                          f"{helpers.local_gpu_spec().name}, fp16 A and B {N}^3; cuBLAS writing C in the kernel's type")
+
+
+def epilogue(args) -> int:
+    return beside_cublas_by_c_type(args, {name: (NOTEBOOK.persistent_matmul, kw) for name, kw in EPILOGUES.items()})
+
+
+def cluster(args) -> int:
+    return beside_cublas_by_c_type(args, CLUSTERED)
 
 
 def repro(_args) -> int:
@@ -157,6 +300,8 @@ STUDIES = {
     "wgmma": Study(wgmma, "wgmma fed by TMA, warp-specialized or not, at two block shapes", arguments=(ONLY,)),
     "epilogue": Study(epilogue, "the persistent kernel's C from registers or through shared memory and the TMA",
                       arguments=(ONLY,)),
+    "cluster": Study(cluster, "2-block clusters sharing B by TMA multicast, beside the persistent kernel",
+                     arguments=(ONLY,)),
     "repro": Study(repro, "what TIRx 0.27 cannot compile: wgmma.noop_barrier on an accumulator", needs=()),
 }
 
