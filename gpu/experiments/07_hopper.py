@@ -124,17 +124,22 @@ TMA_MULTICAST = TMA_LOAD + ".multicast::cluster"
 
 
 @T.macro
-def release_in_both(empty, s, remote):
+def release_in_both(empty, s, remote, multicast):
     """Stage s is read here: one arrival on stage s's `empty` barrier in both blocks of the pair
-    (the peer's copy of B lands in this block's stage s too, and this block's in the peer's)."""
-    for rank in T.unroll(2):
-        T.ptx["mapa.shared::cluster.u32"](remote[0], T.cuda.cvta_generic_to_shared(empty.ptr_to([s])),
-                                          T.uint32(rank))
-        T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"](remote[0], T.uint32(1))
+    (the peer's copy of B lands in this block's stage s too, and this block's in the peer's); in
+    this block's only without multicast."""
+    if multicast:
+        for rank in T.unroll(2):
+            T.ptx["mapa.shared::cluster.u32"](remote[0], T.cuda.cvta_generic_to_shared(empty.ptr_to([s])),
+                                              T.uint32(rank))
+            T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"](remote[0], T.uint32(1))
+    else:
+        T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([s]), T.uint32(1))
 
 
 @T.macro
-def produce_pairs(A_map, B_map, As, Bs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cl, rank, group, tid):
+def produce_pairs(A_map, B_map, As, Bs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cl, rank, group, tid,
+                  multicast):
     """The pair's producers walk the same pairs of tiles (one above the other). Each loads its own
     A tile, and half of B's boxes into both blocks at once (multicast): B is read once per pair."""
     T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGISTERS)
@@ -147,15 +152,18 @@ def produce_pairs(A_map, B_map, As, Bs, full, empty, S, KT, BN, pairs, tiles_n, 
                 T.ptx.mbarrier.arrive.expect_tx.shared.b64(full.ptr_to([it % S]), T.uint32((BM + BN) * BK * 2))
                 T.ptx[TMA_LOAD](As.ptr_to([it % S, 0, 0]), T.address_of(A_map), k * BK, 2 * row + rank * BM,
                                 full.ptr_to([it % S]))
-                for j in T.unroll(BN // 128):
+                for j in T.unroll(BN // 128 if multicast else 0):
                     box = T.meta_var(rank * (BN // 128) + j)
                     T.ptx[TMA_MULTICAST](Bs.ptr_to([it % S, box, 0, 0]), T.address_of(B_map), col * BN + box * 64,
                                          k * BK, full.ptr_to([it % S]), T.uint16(3))
+                for j in T.unroll(0 if multicast else BN // 64):  # without multicast: all of B, here only
+                    T.ptx[TMA_LOAD](Bs.ptr_to([it % S, j, 0, 0]), T.address_of(B_map), col * BN + j * 64, k * BK,
+                                    full.ptr_to([it % S]))
 
 
 @T.macro
 def consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cl, rank, group, tid,
-                  tma_store):
+                  tma_store, multicast):
     """The notebook's consume_tiles, releasing each stage in both blocks of the pair."""
     T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGISTERS)
     acc = T.alloc_local((BN // 2,), "float32")
@@ -170,10 +178,10 @@ def consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, 
             multiply_stage(As, Bs, acc, desc_a, desc_b, it % S, tid // 128 - 1, BN)
             T.ptx.wgmma.wait_group.sync.aligned(1)
             if k > 0 and tid % 128 == 0:
-                release_in_both(empty, (it - 1) % S, remote)
+                release_in_both(empty, (it - 1) % S, remote, multicast)
         T.ptx.wgmma.wait_group.sync.aligned(0)
         if tid % 128 == 0:
-            release_in_both(empty, (i * KT + KT - 1) % S, remote)
+            release_in_both(empty, (i * KT + KT - 1) % S, remote, multicast)
         row, col = T.meta_var(tile_origin(cl + i * clusters, tiles_n, group))
         top = T.meta_var(2 * row + rank * BM + (tid // 128 - 1) * 64)
         if tma_store:
@@ -185,7 +193,7 @@ def consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, 
 
 
 def cluster_matmul(M: int, N: int, K: int, ctas: int, group: int = 8, out_dtype: str = "float32",
-                   block_n: int = 256, stages: int = 4, tma_store: bool = True):
+                   block_n: int = 256, stages: int = 4, tma_store: bool = True, multicast: bool = True):
     """persistent_matmul in pairs of blocks (2-block clusters): each pair computes two tiles of C one
     above the other, sharing B's tile, which each block of the pair loads half of, for both."""
     BN, S, KT, CW = block_n, stages, K // BK, 1024 // tvm.DataType(out_dtype).bits
@@ -214,14 +222,14 @@ def cluster_matmul(M: int, N: int, K: int, ctas: int, group: int = 8, out_dtype:
         full = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8, scope="shared.dyn")
         empty = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + S, scope="shared.dyn")
         if tid == 0:
-            init_barriers(full, empty, S, 4)  # a stage is free once both consumers of both blocks read it
+            init_barriers(full, empty, S, 4 if multicast else 2)  # a stage is free once all its readers read it
         T.cuda.cluster_sync()  # both blocks' barriers are ready before either copies into the other
         if tid // 128 == 0:
             produce_pairs(A_map, B_map, As, Bs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cta // 2, cta % 2,
-                          group, tid)
+                          group, tid, multicast)
         else:
             consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cta // 2, cta % 2,
-                          group, tid, tma_store)
+                          group, tid, tma_store, multicast)
         T.cuda.cluster_sync()  # neither block exits while the other may still copy into it or arrive on it
 
     return main
@@ -235,6 +243,11 @@ CLUSTERED = {  # name: (kernel factory, its arguments besides the shape and the 
     "2-block clusters, B multicast, fp16 C by TMA store": (cluster_matmul, dict(out_dtype="float16")),
     "2-block clusters, B multicast, groups of 4, fp16 C by TMA store": (cluster_matmul,
                                                                          dict(out_dtype="float16", group=4)),
+    "2-block clusters, no multicast, fp16 C by TMA store": (cluster_matmul, dict(out_dtype="float16", multicast=False)),
+    "2-block clusters, B multicast, 3 stages, fp16 C by TMA store": (cluster_matmul, dict(out_dtype="float16", stages=3)),
+    # half as many blocks asked for: does the launch count blocks, or clusters?
+    "2-block clusters, B multicast, fp16 C by TMA store, half the blocks": (
+        lambda m, n, k, ctas, **kw: cluster_matmul(m, n, k, ctas // 2, **kw), dict(out_dtype="float16")),
 }
 
 
