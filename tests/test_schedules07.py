@@ -1,0 +1,91 @@
+"""Notebook 07's persistent kernel, as the notebook defines it, built for sm_90a on the CPU: the
+epilogue through shared memory (section 6, `tma_store`) must hand each chunk of C to the TMA only
+after a fence and a barrier, write every slot of its buffers once and without bank conflicts,
+and refuse what it cannot do."""
+
+import re
+import runpy
+
+import pytest
+
+from test_exercises import _definitions, _one
+
+NB07 = "07_hopper_wgmma_tma"
+CELLS = ["helpers.start(", "BM, BK = ", "def load_stage(", "A_LBO, A_SBO", "def consume(", "def hopper_matmul(",
+         "def tile_origin(", "def store_through_shared(", "def consume_tiles(", "def consume_pingpong(",
+         "def persistent_matmul("]
+SHAPE = (1024, 1024, 128)  # the smallest problem that groups of 8 block rows of 128 x 256 tile
+
+
+@pytest.fixture(scope="module")
+def nb07(tmp_path_factory):
+    setup = tmp_path_factory.mktemp("nb07") / "definitions.py"  # a file, so TVMScript can read its source
+    setup.write_text("\n\n\n".join(_definitions(_one(NB07, marker)) for marker in CELLS))
+    return runpy.run_path(str(setup))
+
+
+def kernel_lines(nb07, **options) -> list[str]:
+    kernel = nb07["persistent_matmul"](*SHAPE, 132, **options)
+    src = nb07["helpers"].build(kernel, "sm_90a", tir_pipeline="tirx").mod.imports[0].inspect_source()
+    return [line.strip() for line in src[src.index('extern "C" __global__ void'):].splitlines()]
+
+
+EVENTS = {"wait_group_read": "wait until read", "warpgroup_sync": "barrier", "fence_proxy": "fence",
+          "s2g": "TMA store", "bulk_commit_group": "commit", "bulk_wait_group_0": "wait for all"}
+
+
+@pytest.mark.parametrize("out_dtype, chunks", [("float16", 4), ("float32", 8)])
+def test_each_chunk_goes_to_the_tma_after_a_fence_and_a_barrier(nb07, out_dtype, chunks):
+    lines = kernel_lines(nb07, out_dtype=out_dtype, tma_store=True)
+    events = [name for line in lines for key, name in EVENTS.items() if key in line and "(" in line]
+    one_chunk = ["wait until read", "barrier", "fence", "barrier", "TMA store", "commit"]
+    assert events == one_chunk * chunks + ["wait for all"], events  # 128 bytes of a row per chunk
+
+
+def test_without_tma_store_c_goes_straight_from_the_registers(nb07):
+    lines = kernel_lines(nb07, out_dtype="float16")
+    assert not any("s2g" in line or "fence_proxy" in line for line in lines)
+    assert sum(line.startswith("*(half2*)(C_ptr + ") for line in lines) == 256 // 8 * 2  # 2 rows per 8 columns
+
+
+@pytest.mark.parametrize("out_dtype, most_per_bank", [("float16", 1), ("float32", 2)])
+def test_the_epilogue_fills_its_buffers_once_with_few_bank_conflicts(nb07, out_dtype, most_per_bank):
+    """Evaluate each store into the shared buffers for every thread of consumer 0 (threads 128-255):
+    each chunk writes every element of its buffer once; a warp's store of fp16 pairs (4 bytes a
+    lane) puts one word in each of the 32 banks, one of fp32 pairs (8 bytes, a half-warp at a time)
+    at most two: rows r and r ^ 1 swizzle the same two 16-byte units into each other's place."""
+    size = 2 if out_dtype == "float16" else 4
+    ctype = {"float16": "half", "float32": "float"}[out_dtype]
+    store = re.compile(rf"\*\({ctype}2\*\)\(\(\({ctype}\*\)pool_ptr\) \+ (.*)\) = (__\d+|\*\(float2\*\)\(acc_ptr \+ \d+\));$")
+    offsets = [store.match(line).group(1) for line in kernel_lines(nb07, out_dtype=out_dtype, tma_store=True)
+               if store.match(line)]
+    chunks, elements = 256 * size // 128, 64 * 128 // size  # a buffer: 64 rows of 128 bytes
+    per_chunk = len(offsets) // chunks
+    assert per_chunk * chunks == len(offsets) and per_chunk * 128 * 2 == elements  # two elements per store
+
+    def at(expr, tid):
+        return eval(expr.replace("((int)threadIdx.x)", str(tid)))  # the CUDA's integer arithmetic
+
+    lanes = 32 * 4 // (2 * size)  # the lanes one shared-memory wavefront serves: 32 of 4 bytes, 16 of 8
+    for first in range(0, len(offsets), per_chunk):
+        written = [at(expr, tid) for expr in offsets[first:first + per_chunk] for tid in range(128, 256)]
+        assert len(set(written)) == len(written) and max(written) - min(written) == elements - 2
+        for expr in offsets[first:first + per_chunk]:
+            for lane0 in range(128, 256, lanes):
+                words = [at(expr, tid) * size // 4 + w for tid in range(lane0, lane0 + lanes) for w in range(size // 2)]
+                per_bank = max(sum(1 for word in words if word % 32 == bank) for bank in range(32))
+                assert per_bank == most_per_bank, (expr, lane0)
+
+
+def test_the_epilogue_fits_a_hopper_block_with_four_stages_of_128_x_256(nb07):
+    limit = nb07["helpers"].arch_constants("9.0")["smem_block"]
+    shared_bytes = nb07["shared_bytes"]
+    assert shared_bytes(256, 4, True) <= limit < shared_bytes(256, 5, True)
+    assert shared_bytes(256, 4, True) - shared_bytes(256, 4) == nb07["C_BUFFERS"] == 4 * 64 * 128
+
+
+@pytest.mark.parametrize("options", [dict(pingpong=True, block_n=128), dict(out_dtype="float16", block_n=64),
+                                     dict(out_dtype="float16", block_n=192)])
+def test_tma_store_refuses_what_it_cannot_do(nb07, options):
+    with pytest.raises(ValueError, match="tma_store needs shared consumers and an even number"):
+        nb07["persistent_matmul"](1024, 1536, 128, 132, tma_store=True, **options)  # 1536: 8 x 192
