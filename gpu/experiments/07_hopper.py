@@ -27,6 +27,8 @@ The studies:
           alternating with cuBLAS writing C in the same type
   cluster   the same kernel in 2-block clusters: the two blocks of a pair compute tiles one above
           the other and share B's tile, each loading half of it into both (TMA multicast)
+  profile   the persistent kernel, in clusters, and with B multicast, under Nsight Compute side by
+          side (stall reasons, pipes, memory): where the multicast pair waits
   repro   the one TIRx construct these kernels wanted and 0.27 cannot compile: wgmma's register
           fence `T.cuda.wgmma.noop_barrier` on an accumulator (`repro --dry` needs no GPU)
 
@@ -46,12 +48,15 @@ import tempfile
 from pathlib import Path
 
 
+import numpy as np
 import tvm
 from tvm.script import tirx as T
 
 import helpers
 from helpers import baselines
-from common import ONLY, MatmulCheck, Study, Variant, beside_cublas, cli, dry_run, fp16_matmuls_beside_cublas, notebook_code
+from common import (NCU_MENTIONED, ONLY, MatmulCheck, Study, Variant, beside_cublas, cli, dry_run,
+                    fp16_matmuls_beside_cublas, launch_checked, ncu_first, ncu_rows, notebook_code, one_of,
+                    profile_side_by_side)
 
 N = 4096
 SHAPE = (N, N, N)
@@ -297,6 +302,40 @@ def cluster(args) -> int:
     return beside_cublas_by_c_type(args, CLUSTERED)
 
 
+# Why a pair with B multicast runs at half speed: the same kernel three ways under Nsight Compute.
+PAIRS = {  # short name: (factory, arguments besides the shape and the number of blocks), fp32 C
+    "persistent": (NOTEBOOK.persistent_matmul, dict(tma_store=True)),
+    "clusters": (cluster_matmul, dict(multicast=False)),
+    "multicast": (cluster_matmul, dict()),
+}
+PAIR_ROWS = ncu_rows(2.0 * N**3, {
+    "tensor pipe busy (% of cycles)": lambda m: ncu_first(m, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+    "HGMMA (wgmma) issue rate (% of peak)":
+        lambda m: ncu_first(m, "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active"),
+})
+
+
+def pair_variant(name: str, ctas: int) -> Variant:
+    make, kw = PAIRS[name]
+    return Variant(name, functools.partial(make, N, N, N, ctas, **kw), SHAPE, {}, "tirx", "sm_90a")
+
+
+def launch(args) -> int:
+    """Launch one kernel of PAIRS 4 times (ncu profiles the third); check its first 256 rows."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(-1, 1, (N, N)).astype("float16") for _ in range(2))
+    return launch_checked(args.kernel, a, b, pair_variant(args.kernel, helpers.local_gpu_spec().sm_count), "float32")
+
+
+def profile(args) -> int:
+    """The persistent kernel, the same in 2-block clusters, and with B multicast, side by side under
+    Nsight Compute at the clocks timing runs see, with the stalls that say where each waits."""
+    if args.dry:
+        return dry_run([pair_variant(name, 132) for name in PAIRS])
+    return profile_side_by_side(__file__, list(PAIRS), PAIR_ROWS, f"{N}^3 fp16, fp32 C by TMA store",
+                                ("tensor", "gmma", "cluster", *NCU_MENTIONED))
+
+
 def repro(_args) -> int:
     """CUTLASS fences its accumulators (`warpgroup_fence_operand`: an empty asm that reads and
     writes the register) so that the compiler keeps their other uses on their side of wgmma.fence
@@ -315,6 +354,10 @@ STUDIES = {
                       arguments=(ONLY,)),
     "cluster": Study(cluster, "2-block clusters sharing B by TMA multicast, beside the persistent kernel",
                      arguments=(ONLY,)),
+    "profile": Study(profile, "Nsight Compute on the persistent kernel, in 2-block clusters, and with B multicast",
+                     needs=("ncu",)),
+    "launch": Study(launch, "(run by profile under ncu) build, check and launch one kernel", dry=False,
+                    needs=("torch",), logged=False, arguments=((("kernel",), dict(type=one_of(PAIRS))),)),
     "repro": Study(repro, "what TIRx 0.27 cannot compile: wgmma.noop_barrier on an accumulator", needs=()),
 }
 
