@@ -587,6 +587,7 @@ def fp32_limit(args) -> int:
 
 FP32_PROFILED = {"notebook": "04's best: A [k][i], 2 stages", "ahead": "A [i][k] 4 k ahead, cp.async, 2 stages"}
 FP32_KERNELS = (*FP32_PROFILED, "cublas", *LIMIT)  # a short name, cuBLAS or any variant of fp32-limit
+FP32_KERNELS_SAID = f"{', '.join(FP32_PROFILED)}, cublas or a variant of fp32-limit"
 FP32_ROWS = ncu_rows(2.0 * np.prod(SQUARE), {
     "FMA pipe busy (% of cycles)": lambda m: ncu_first(m, "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
                                                        "sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active"),
@@ -624,9 +625,9 @@ STUDIES = {
     "fp32-limit": Study(fp32_limit, "around 04's best: A kept [i][k] and read a few k steps ahead as float4, "
                         "cp.async, depths and tiles, each timed interleaved with cuBLAS", arguments=(ONLY,)),
     "profile": Study(fp32_profile, "Nsight Compute side by side: 04's best, fp32-limit's best and cuBLAS's fp32 kernel",
-                     needs=("ncu",), arguments=((("kernel",), dict(nargs="*", type=one_of(FP32_KERNELS, f"{', '.join(FP32_PROFILED)}, cublas or a variant of fp32-limit (its --dry lists them)"), metavar="KERNEL",
-                                                                 help=f"{', '.join(FP32_PROFILED)}, cublas or a variant of fp32-limit "
-                                                                      "(default: all three)")),)),
+                     needs=("ncu",), arguments=((("kernel",), dict(
+                         nargs="*", type=one_of(FP32_KERNELS, f"{FP32_KERNELS_SAID} (its --dry lists them)"),
+                         metavar="KERNEL", help=f"{FP32_KERNELS_SAID} (default: all three)")),)),
     "launch": Study(fp32_launch, "(run by profile under ncu) build, check and launch one kernel", dry=False,
                     logged=False, arguments=((("kernel",), dict(choices=FP32_KERNELS)),)),
 }

@@ -31,7 +31,6 @@ same run, with the WMMA template at 05's tiles as the first row.
 
 from __future__ import annotations
 
-import argparse
 import functools
 import sys
 
@@ -40,8 +39,8 @@ import tvm
 from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_ldmatrix_32x8_layout
 
 import helpers
-from common import (NCU_MENTIONED, Study, Variant, blockize_fragments, cli, dry_run, fp16_matmuls_beside_cublas,
-                    launch_checked, ncu_first, ncu_rows, notebook_code, notebook_template, one_of,
+from common import (NCU_MENTIONED, TENSOR_PIPE_ROWS, Study, Variant, blockize_fragments, cli, dry_run,
+                    fp16_matmuls_beside_cublas, launch_checked, ncu_rows, notebook_code, notebook_template, one_of,
                     profile_side_by_side, tile_copy)
 from helpers import MMA_STORE_PAIRS, baselines
 from helpers.tuned import _as_module
@@ -470,13 +469,7 @@ def launch(args) -> int:
     return launch_checked(args.kernel, a, b, None if args.kernel == "cublas" else profiled()[args.kernel], "float16")
 
 
-PROFILE_ROWS = ncu_rows(FLOPS, {
-    "tensor pipe busy (% of cycles)": lambda m: ncu_first(m, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
-    "HMMA (mma.sync, WMMA) issue rate (% of peak)":
-        lambda m: ncu_first(m, "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"),
-    "HGMMA (wgmma) issue rate (% of peak)":
-        lambda m: ncu_first(m, "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active"),
-})
+PROFILE_ROWS = ncu_rows(FLOPS, TENSOR_PIPE_ROWS)
 
 
 def profile(args) -> int:

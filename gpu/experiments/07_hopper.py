@@ -54,8 +54,8 @@ from tvm.script import tirx as T
 
 import helpers
 from helpers import baselines
-from common import (NCU_MENTIONED, ONLY, MatmulCheck, Study, Variant, beside_cublas, cli, dry_run,
-                    fp16_matmuls_beside_cublas, launch_checked, ncu_first, ncu_rows, notebook_code, one_of,
+from common import (NCU_MENTIONED, ONLY, TENSOR_PIPE_ROWS, MatmulCheck, Study, Variant, beside_cublas, cli, dry_run,
+                    fp16_matmuls_beside_cublas, launch_checked, ncu_rows, notebook_code, one_of,
                     profile_side_by_side)
 
 N = 4096
@@ -279,11 +279,20 @@ EPILOGUES = {  # name: persistent_matmul's arguments besides the shape and the n
 }
 
 
+def one_per_sm(dry: bool) -> int:
+    """The persistent kernels' block count: this GPU's SMs; an H100's 132 to build without one."""
+    return 132 if dry else helpers.local_gpu_spec().sm_count
+
+
+def persistent_variant(name: str, make, kw: dict, ctas: int) -> Variant:
+    """`make` (persistent_matmul or cluster_matmul) at 4096^3 with `ctas` blocks, built for sm_90a."""
+    return Variant(name, functools.partial(make, N, N, N, ctas, **kw), SHAPE, {}, "tirx", "sm_90a")
+
+
 def beside_cublas_by_c_type(args, kernels: dict) -> int:
     """`kernels` (name: (factory, arguments)) at 4096^3 with one block per SM, each checked against
     float64, then timed in rounds alternating with cuBLAS writing C in the kernel's type."""
-    ctas = helpers.local_gpu_spec().sm_count if not args.dry else 132  # one block per SM (an H100's 132 to build)
-    vs = [Variant(name, functools.partial(make, N, N, N, ctas, **kw), SHAPE, {}, "tirx", "sm_90a")
+    vs = [persistent_variant(name, make, kw, one_per_sm(args.dry))
           for name, (make, kw) in kernels.items() if not args.only or args.only in name]
     out = {name: kw.get("out_dtype", "float32") for name, (_, kw) in kernels.items()}
     if args.dry:
@@ -308,31 +317,22 @@ PAIRS = {  # short name: (factory, arguments besides the shape and the number of
     "clusters": (cluster_matmul, dict(multicast=False)),
     "multicast": (cluster_matmul, dict()),
 }
-PAIR_ROWS = ncu_rows(2.0 * N**3, {
-    "tensor pipe busy (% of cycles)": lambda m: ncu_first(m, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
-    "HGMMA (wgmma) issue rate (% of peak)":
-        lambda m: ncu_first(m, "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active"),
-})
-
-
-def pair_variant(name: str, ctas: int) -> Variant:
-    make, kw = PAIRS[name]
-    return Variant(name, functools.partial(make, N, N, N, ctas, **kw), SHAPE, {}, "tirx", "sm_90a")
 
 
 def launch(args) -> int:
     """Launch one kernel of PAIRS 4 times (ncu profiles the third); check its first 256 rows."""
     rng = np.random.default_rng(0)
     a, b = (rng.uniform(-1, 1, (N, N)).astype("float16") for _ in range(2))
-    return launch_checked(args.kernel, a, b, pair_variant(args.kernel, helpers.local_gpu_spec().sm_count), "float32")
+    return launch_checked(args.kernel, a, b, persistent_variant(args.kernel, *PAIRS[args.kernel], one_per_sm(False)),
+                          "float32")
 
 
 def profile(args) -> int:
     """The persistent kernel, the same in 2-block clusters, and with B multicast, side by side under
     Nsight Compute at the clocks timing runs see, with the stalls that say where each waits."""
     if args.dry:
-        return dry_run([pair_variant(name, 132) for name in PAIRS])
-    return profile_side_by_side(__file__, list(PAIRS), PAIR_ROWS, f"{N}^3 fp16, fp32 C by TMA store",
+        return dry_run([persistent_variant(name, *PAIRS[name], one_per_sm(True)) for name in PAIRS])
+    return profile_side_by_side(__file__, list(PAIRS), ncu_rows(2.0 * N**3, TENSOR_PIPE_ROWS), f"{N}^3 fp16, fp32 C by TMA store",
                                 ("tensor", "gmma", "cluster", *NCU_MENTIONED))
 
 

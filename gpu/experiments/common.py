@@ -243,6 +243,15 @@ def ncu_rows(flops: float, pipes: dict) -> dict:
             **_NCU_LAUNCH_ROWS, **pipes, **_NCU_ISSUE_ROWS}
 
 
+TENSOR_PIPE_ROWS = {  # a side-by-side profile's rows for tensor-core kernels (ncu_rows' `pipes`)
+    "tensor pipe busy (% of cycles)": lambda m: ncu_first(m, "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
+    "HMMA (mma.sync, WMMA) issue rate (% of peak)":
+        lambda m: ncu_first(m, "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"),
+    "HGMMA (wgmma) issue rate (% of peak)":
+        lambda m: ncu_first(m, "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active"),
+}
+
+
 NCU_MENTIONED = ("bank_conflicts", "stalled", "hit_rate", "warps_active", "inst_executed", "inst_issued",
                  "issue_active", "cycles_elapsed.avg", "dram__throughput", "duration", "launch__")
 
@@ -388,9 +397,8 @@ def dry_run(variants: list[Variant], describe: Callable[[Variant, str], str] | N
 class MatmulCheck:
     """One matmul shape on the GPU: A (M x K) and B (K x N, or N x K when `b_transposed`) of
     uniform(-1, 1) values in `dtype` (seed 0), a C (float32 unless `out_dtype`) poisoned with NaN
-    before every first run,
-    and a reference C that torch computes on the GPU in `precision`: "float32" with TF32 off (what
-    an fp32 kernel must match) or "float64"."""
+    before every first run, and a reference C that torch computes on the GPU in `precision`:
+    "float32" with TF32 off (what an fp32 kernel must match) or "float64"."""
 
     def __init__(self, shape, dtype: str, b_transposed: bool, precision: str, out_dtype: str = "float32"):
         import torch
@@ -500,13 +508,14 @@ def beside_cublas(variants: list[Variant], data_for: Callable[[Variant], MatmulC
     (a column's name, and its text from the variant and its schedule) adds a column."""
     rows = [["variant", "ms", "TFLOP/s", "rel err", "% cuBLAS (interleaved)", "cuBLAS ms"]
             + ([extra[0]] if extra else [])]
+    none = ["-"] * (len(rows[0]) - 5)  # the columns a failed variant leaves empty after its verdict
     for v in variants:
         try:
             sch, ex = v.build()
             data = data_for(v)
             _, err = data.run(ex)
             if not err <= tol:
-                rows.append([v.name, "-", "-", f"{err:.1e}", "WRONG, not timed", "-"] + (["-"] if extra else []))
+                rows.append([v.name, "-", "-", f"{err:.1e}", "WRONG, not timed"] + none)
                 continue
             helpers.time_function(ex.mod, data.dev, data.args, repeat=1)  # warm up
             kernel_ms, blas_ms, ratio = baselines.interleaved(
@@ -515,7 +524,7 @@ def beside_cublas(variants: list[Variant], data_for: Callable[[Variant], MatmulC
             rows.append([v.name, f"{ms:.4f}", f"{2 * np.prod(v.shape) / ms / 1e9:.2f}", f"{err:.1e}", f"{ratio:.1%}",
                          f"{statistics.median(blas_ms):.4f}"] + ([extra[1](v, sch)] if extra else []))
         except Exception as err:  # noqa: BLE001 (report it, measure the rest)
-            rows.append([v.name, "-", "-", "-", f"FAILED {error_line(err, 80)}", "-"] + (["-"] if extra else []))
+            rows.append([v.name, "-", "-", "-", f"FAILED {error_line(err, 80)}"] + none)
         print(" | ".join(rows[-1]), flush=True)
     print(f"\n{title}, cuBLAS timed in {rounds} rounds alternating with each kernel's")
     print(helpers.text_table(rows))
