@@ -121,6 +121,20 @@ def graph_rounds(call, warmup: int = 3) -> Callable[[], float]:
     return _round_timer(graph.replay, inner, Event, sync)
 
 
+def on_torch_stream(f, dev, args) -> Callable[[], None]:
+    """A call of the TVM function `f` on `args` that launches on torch's current stream, so that
+    `graph_rounds` can capture it as it captures cuBLAS: TVM launches on the stream tvm_ffi names
+    for the device, which is otherwise its own."""
+    import torch
+    import tvm_ffi
+
+    def call():
+        with tvm_ffi.use_raw_stream(dev, torch.cuda.current_stream().cuda_stream):
+            f(*args)
+
+    return call
+
+
 def event_median_ms(call, Event, sync, repeat: int, warmup: int) -> float:
     """Median of `repeat` device-event rounds of `call` (see `event_rounds`)."""
     one_round = event_rounds(call, Event, sync, warmup)

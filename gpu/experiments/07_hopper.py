@@ -29,6 +29,8 @@ The studies:
           the other and share B's tile, each loading half of it into both (TMA multicast)
   profile   the persistent kernel, in clusters, and with B multicast, under Nsight Compute side by
           side (stall reasons, pipes, memory): where the multicast pair waits
+  small   the searched kernel beside cuBLAS at the sizes below 4096^3: timed per call, launched back
+          to back, and replayed from a CUDA graph; then both under Nsight Compute (grid, duration)
   repro   the one TIRx construct these kernels wanted and 0.27 cannot compile: wgmma's register
           fence `T.cuda.wgmma.noop_barrier` on an accumulator (`repro --dry` needs no GPU)
 
@@ -42,9 +44,11 @@ import dataclasses
 import functools
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 
@@ -319,12 +323,85 @@ PAIRS = {  # short name: (factory, arguments besides the shape and the number of
 }
 
 
+# Why the small problems stay below cuBLAS: the searched kernel and cuBLAS at each size below 4096^3.
+SMALL = [(512, 512, 512), (1024, 1024, 1024), (1024, 512, 2048), (2048, 2048, 2048)]
+
+
+def searched(shape, gpu: str | None) -> dict:
+    """The committed search's fastest configuration at `shape` (for `gpu`, else the recorded GPU)."""
+    db = helpers.committed_database("hopper_persistent", gpu)
+    return helpers.best_configuration(db, helpers.matmul_workload(*shape, "float16", "float32"))
+
+
+def small_variant(shape, dry: bool) -> Variant:
+    config = searched(shape, None if dry else helpers.local_gpu_spec().name)
+    return Variant(f"searched {'x'.join(map(str, shape))} ({helpers.format_config(config)})",
+                   functools.partial(NOTEBOOK.persistent_matmul, *shape, one_per_sm(dry), **config), shape, {}, "tirx",
+                   "sm_90a")
+
+
+def host_us(f, args, calls: int = 2000) -> float:
+    """Microseconds per call that the host needs to launch `f` back to back (waiting only at the end)."""
+    helpers.device().sync()
+    start = time.perf_counter()
+    for _ in range(calls):
+        f(*args)
+    helpers.device().sync()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def small(args) -> int:
+    """At each size of SMALL, the searched kernel timed three ways beside cuBLAS (fp32 C): per call
+    as TVM's timer does, host launches back to back, and replayed from a CUDA graph as the notebook
+    times cuBLAS at these sizes; then both kernels under Nsight Compute (grid, duration, pipes)."""
+    vs = [small_variant(shape, args.dry) for shape in SMALL]
+    if args.dry:
+        return dry_run(vs)
+    rows = [["kernel", "TVM timer us", "host launch us", "graph us", "cuBLAS graph us", "cuBLAS eager us",
+             "% cuBLAS (graphs)"]]
+    for v in vs:
+        _, ex = v.build()
+        data = MatmulCheck(v.shape, "float16", False, "float64")
+        _, err = data.run(ex)
+        call = baselines.cublas_call(*v.shape, "float16", out_dtype="float32")
+        timers = {"tvm": lambda: helpers.time_function(ex.mod, data.dev, data.args, repeat=1)[0],
+                  "graph": baselines.graph_rounds(baselines.on_torch_stream(ex.mod["main"], data.dev, data.args)),
+                  "blas graph": baselines.graph_rounds(call[0]), "blas eager": baselines.event_rounds(*call)}
+        times = {name: [] for name in timers}
+        for _ in range(15):  # alternating rounds, so that all four see the same clocks
+            for name, one_round in timers.items():
+                times[name].append(one_round())
+        us = {name: statistics.median(t) * 1e3 for name, t in times.items()}
+        ratio = statistics.median(b / k for k, b in zip(times["graph"], times["blas graph"]))
+        rows.append([f"{v.name}, rel err {err:.1e}", f"{us['tvm']:.2f}", f"{host_us(ex.mod['main'], data.args):.2f}",
+                     f"{us['graph']:.2f}", f"{us['blas graph']:.2f}", f"{us['blas eager']:.2f}", f"{ratio:.1%}"])
+        print(" | ".join(rows[-1]), flush=True)
+    print(f"\n{helpers.local_gpu_spec().name}: the searched kernel and cuBLAS (fp16 A and B, fp32 C), microseconds "
+          "per call, median of 15 alternating rounds")
+    print(helpers.text_table(rows))
+    status = 0
+    for shape in SMALL:
+        size = "x".join(map(str, shape))
+        status |= profile_side_by_side(__file__, ["searched", "cublas"], ncu_rows(2.0 * np.prod(shape), TENSOR_PIPE_ROWS),
+                                       f"{size} fp16, fp32 C", ("duration", "launch__", "sm__throughput", "tensor"),
+                                       ("--shape", size))
+    return status
+
+
 def launch(args) -> int:
-    """Launch one kernel of PAIRS 4 times (ncu profiles the third); check its first 256 rows."""
+    """Launch one kernel of PAIRS (or cuBLAS, or the searched kernel) 4 times at --shape (ncu
+    profiles the third); check its first 256 rows against float64."""
+    shape = tuple(int(x) for x in args.shape.split("x"))
     rng = np.random.default_rng(0)
-    a, b = (rng.uniform(-1, 1, (N, N)).astype("float16") for _ in range(2))
-    return launch_checked(args.kernel, a, b, persistent_variant(args.kernel, *PAIRS[args.kernel], one_per_sm(False)),
-                          "float32")
+    a, b = rng.uniform(-1, 1, shape[::2]).astype("float16"), rng.uniform(-1, 1, shape[:0:-1]).astype("float16")
+    if args.kernel == "cublas":
+        variant = None
+    elif args.kernel == "searched":
+        variant = small_variant(shape, False)
+    else:
+        variant = Variant(args.kernel, functools.partial(PAIRS[args.kernel][0], *shape, one_per_sm(False),
+                                                         **PAIRS[args.kernel][1]), shape, {}, "tirx", "sm_90a")
+    return launch_checked(args.kernel, a, b, variant, "float32")
 
 
 def profile(args) -> int:
@@ -356,8 +433,12 @@ STUDIES = {
                      arguments=(ONLY,)),
     "profile": Study(profile, "Nsight Compute on the persistent kernel, in 2-block clusters, and with B multicast",
                      needs=("ncu",)),
-    "launch": Study(launch, "(run by profile under ncu) build, check and launch one kernel", dry=False,
-                    needs=("torch",), logged=False, arguments=((("kernel",), dict(type=one_of(PAIRS))),)),
+    "small": Study(small, "the searched kernel beside cuBLAS below 4096^3: timed three ways, then under Nsight Compute",
+                   needs=("torch", "ncu")),
+    "launch": Study(launch, "(run by profile and small under ncu) build, check and launch one kernel", dry=False,
+                    needs=("torch",), logged=False,
+                    arguments=((("kernel",), dict(type=one_of([*PAIRS, "cublas", "searched"]))),
+                               (("--shape",), dict(default=f"{N}x{N}x{N}", help="MxNxK")))),
     "repro": Study(repro, "what TIRx 0.27 cannot compile: wgmma.noop_barrier on an accumulator", needs=()),
 }
 

@@ -269,7 +269,7 @@ def launch_checked(name: str, a: np.ndarray, b: np.ndarray, variant: Variant | N
         ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()  # copies, no kernel launches
         tc = torch.empty(M, N, device="cuda", dtype=getattr(torch, c_dtype))
         for _ in range(4):
-            torch.matmul(ta, tb, out=tc)
+            torch.mm(ta, tb, out=tc) if tc.dtype == ta.dtype else torch.mm(ta, tb, out_dtype=tc.dtype, out=tc)
         torch.cuda.synchronize()
         c = tc[:256].float().cpu().numpy()
     else:
@@ -285,15 +285,17 @@ def launch_checked(name: str, a: np.ndarray, b: np.ndarray, variant: Variant | N
     return 0
 
 
-def profile_side_by_side(script: str, kernels: list[str], rows: dict, title: str, mentioned: tuple[str, ...]) -> int:
-    """Run `python <script> launch KERNEL` under Nsight Compute for each kernel, at the clocks
-    timing runs see; print the `rows` (label: reader of one kernel's metrics) side by side under
-    `title`, then every metric whose name contains one of `mentioned`, per kernel."""
+def profile_side_by_side(script: str, kernels: list[str], rows: dict, title: str, mentioned: tuple[str, ...],
+                         launch_options: tuple[str, ...] = ()) -> int:
+    """Run `python <script> launch KERNEL [launch_options]` under Nsight Compute for each kernel, at
+    the clocks timing runs see; print the `rows` (label: reader of one kernel's metrics) side by side
+    under `title`, then every metric whose name contains one of `mentioned`, per kernel."""
     found, status = {}, 0
-    print(f"ncu {' '.join(NCU_OPTIONS)} python3 gpu/experiments/{Path(script).name} launch KERNEL", flush=True)
+    print(f"ncu {' '.join(NCU_OPTIONS)} python3 gpu/experiments/{Path(script).name} launch KERNEL "
+          f"{' '.join(launch_options)}".rstrip(), flush=True)
     for kernel in kernels:
         try:
-            proc = under_ncu(script, NCU_OPTIONS, ["launch", kernel], timeout=300)
+            proc = under_ncu(script, NCU_OPTIONS, ["launch", kernel, *launch_options], timeout=300)
         except Exception as err:  # noqa: BLE001 (a timeout, most likely)
             print(f"ncu {kernel}: {error_line(err)}", flush=True)
             status = 1
