@@ -133,17 +133,24 @@ TMA_MULTICAST = TMA_LOAD + ".multicast::cluster"
 
 
 @T.macro
-def release_in_both(empty, s, remote, multicast):
+def release_in_both(empty, s, remote, rank, multicast, release_cluster):
     """Stage s is read here: one arrival on stage s's `empty` barrier in both blocks of the pair
     (the peer's copy of B lands in this block's stage s too, and this block's in the peer's); in
-    this block's only without multicast."""
-    if multicast:
-        for rank in T.unroll(2):
+    this block's only without multicast. The arrival in the peer is a release at the CTA's scope,
+    as CUTLASS's ClusterBarrier does it (the stage was only read, and wgmma's wait_group has seen
+    the reads done); `release_cluster` makes both a release at the cluster's scope, which costs a memory
+    barrier each."""
+    if multicast and release_cluster:
+        for r in T.unroll(2):
             T.ptx["mapa.shared::cluster.u32"](remote[0], T.cuda.cvta_generic_to_shared(empty.ptr_to([s])),
-                                              T.uint32(rank))
+                                              T.uint32(r))
             T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"](remote[0], T.uint32(1))
     else:
         T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([s]), T.uint32(1))
+        if multicast:
+            T.ptx["mapa.shared::cluster.u32"](remote[0], T.cuda.cvta_generic_to_shared(empty.ptr_to([s])),
+                                              T.uint32(1 - rank))
+            T.ptx["mbarrier.arrive.shared::cluster.b64"](remote[0], T.uint32(1))
 
 
 @T.macro
@@ -172,7 +179,7 @@ def produce_pairs(A_map, B_map, As, Bs, full, empty, S, KT, BN, pairs, tiles_n, 
 
 @T.macro
 def consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cl, rank, group, tid,
-                  tma_store, multicast):
+                  tma_store, multicast, release_cluster):
     """The notebook's consume_tiles, releasing each stage in both blocks of the pair."""
     T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGISTERS)
     acc = T.alloc_local((BN // 2,), "float32")
@@ -187,10 +194,10 @@ def consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, 
             multiply_stage(As, Bs, acc, desc_a, desc_b, it % S, tid // 128 - 1, BN)
             T.ptx.wgmma.wait_group.sync.aligned(1)
             if k > 0 and tid % 128 == 0:
-                release_in_both(empty, (it - 1) % S, remote, multicast)
+                release_in_both(empty, (it - 1) % S, remote, rank, multicast, release_cluster)
         T.ptx.wgmma.wait_group.sync.aligned(0)
         if tid % 128 == 0:
-            release_in_both(empty, (i * KT + KT - 1) % S, remote, multicast)
+            release_in_both(empty, (i * KT + KT - 1) % S, remote, rank, multicast, release_cluster)
         row, col = T.meta_var(tile_origin(cl + i * clusters, tiles_n, group))
         top = T.meta_var(2 * row + rank * BM + (tid // 128 - 1) * 64)
         if tma_store:
@@ -202,7 +209,8 @@ def consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, 
 
 
 def cluster_matmul(M: int, N: int, K: int, ctas: int, group: int = 8, out_dtype: str = "float32",
-                   block_n: int = 256, stages: int = 4, tma_store: bool = True, multicast: bool = True):
+                   block_n: int = 256, stages: int = 4, tma_store: bool = True, multicast: bool = True,
+                   release_cluster: bool = False):
     """persistent_matmul in pairs of blocks (2-block clusters): each pair computes two tiles of C one
     above the other, sharing B's tile, which each block of the pair loads half of, for both."""
     BN, S, KT, CW = block_n, stages, K // BK, 1024 // tvm.DataType(out_dtype).bits
@@ -238,7 +246,7 @@ def cluster_matmul(M: int, N: int, K: int, ctas: int, group: int = 8, out_dtype:
                           group, tid, multicast)
         else:
             consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cta // 2, cta % 2,
-                          group, tid, tma_store, multicast)
+                          group, tid, tma_store, multicast, release_cluster)
         T.cuda.cluster_sync()  # neither block exits while the other may still copy into it or arrive on it
 
     return main
@@ -253,10 +261,9 @@ CLUSTERED = {  # name: (kernel factory, its arguments besides the shape and the 
     "2-block clusters, B multicast, groups of 4, fp16 C by TMA store": (cluster_matmul,
                                                                          dict(out_dtype="float16", group=4)),
     "2-block clusters, no multicast, fp16 C by TMA store": (cluster_matmul, dict(out_dtype="float16", multicast=False)),
-    "2-block clusters, B multicast, 3 stages, fp16 C by TMA store": (cluster_matmul, dict(out_dtype="float16", stages=3)),
-    # half as many blocks asked for: does the launch count blocks, or clusters?
-    "2-block clusters, B multicast, fp16 C by TMA store, half the blocks": (
-        lambda m, n, k, ctas, **kw: cluster_matmul(m, n, k, ctas // 2, **kw), dict(out_dtype="float16")),
+    # the first version: both arrivals a release at the cluster's scope (a memory barrier each)
+    "2-block clusters, B multicast, arrive.release.cluster, fp16 C by TMA store": (
+        cluster_matmul, dict(out_dtype="float16", release_cluster=True)),
 }
 
 
