@@ -124,7 +124,9 @@ def graph_rounds(call, warmup: int = 3) -> Callable[[], float]:
 def on_torch_stream(f, dev, args) -> Callable[[], None]:
     """A call of the TVM function `f` on `args` that launches on torch's current stream, so that
     `graph_rounds` can capture it as it captures cuBLAS: TVM launches on the stream tvm_ffi names
-    for the device, which is otherwise its own."""
+    for the device, which is otherwise its own. (On the H100, 2026-11-25, a TVM kernel captured
+    this way after a cuBLAS graph was timed hit an illegal address; captured first, it ran: so
+    gpu/experiments/07_hopper.py's `small` captures it first, and the notebooks do not use it.)"""
     import torch
     import tvm_ffi
 

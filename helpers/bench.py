@@ -280,7 +280,7 @@ class Session:
 
     def measure(self, name: str, kernel, args, expected=None, *, flops=None, bytes=None,
                 tol: float = 1e-5, repeat: int = 20, out: int = -1, params: dict | None = None,
-                baseline: Measurement | None = None, graph: bool = False, quiet: bool = False) -> Measurement:
+                baseline: Measurement | None = None, quiet: bool = False) -> Measurement:
         """Build, check against `expected` (if given), time; or show the recorded result.
 
         `args` are NumPy arrays for every buffer of the kernel in order, outputs included (an
@@ -288,9 +288,7 @@ class Session:
         `expected` may be a function returning the reference, so that a costly float64
         reference is only computed where the kernel really runs. `baseline` (a live baseline of
         this session, e.g. `cublas_matmul`'s) is timed in rounds alternating with the kernel's,
-        so that `m.of(baseline)` is a ratio both timings' drift cannot move. `graph`: time rounds
-        replayed from a CUDA graph (needs torch), as `cublas_matmul(graph=True)` times cuBLAS: a
-        kernel of a few microseconds then shows its time on the GPU, not its launch's on the host.
+        so that `m.of(baseline)` is a ratio both timings' drift cannot move.
         """
         if not isinstance(repeat, int) or repeat <= 0:
             raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
@@ -313,18 +311,12 @@ class Session:
                     raise WrongResult(f"{name}: relative error {err:.3e} exceeds the tolerance {tol:.0e}: "
                                       "the kernel is wrong, so it is not timed")
             versus = baseline.name if baseline is not None and baseline.name in self._rounds else None
-            if graph:
-                one_round = baselines.graph_rounds(baselines.on_torch_stream(ex.mod["main"], dev, dev_args))
-            elif versus is not None:
-                time_function(ex.mod, dev, dev_args, repeat=1)  # warm up
-                one_round = lambda: time_function(ex.mod, dev, dev_args, repeat=1, warmup=0)[0]  # noqa: E731
-            if versus is not None:
-                times, _, ratio = baselines.interleaved(one_round, self._rounds[versus], repeat)
+            if versus is None:
+                times, ratio = time_function(ex.mod, dev, dev_args, repeat=repeat), None
             else:
-                times = [one_round() for _ in range(repeat)] if graph else time_function(ex.mod, dev, dev_args,
-                                                                                         repeat=repeat)
-                ratio = None
-            params = (params or {}) | {"graph": True} if graph else params
+                time_function(ex.mod, dev, dev_args, repeat=1)  # warm up
+                times, _, ratio = baselines.interleaved(
+                    lambda: time_function(ex.mod, dev, dev_args, repeat=1, warmup=0)[0], self._rounds[versus], repeat)
             m = self._finish(self._new(name, statistics.median(times), rel_err=err, flops=flops, bytes=bytes,
                                        shape=shape, dtype=dtype, params=params, versus=versus, ratio=ratio))
         if not quiet:
