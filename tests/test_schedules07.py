@@ -89,3 +89,19 @@ def test_the_epilogue_fits_a_hopper_block_with_four_stages_of_128_x_256(nb07):
 def test_tma_store_refuses_what_it_cannot_do(nb07, options):
     with pytest.raises(ValueError, match="tma_store needs shared consumers and an even number"):
         nb07["persistent_matmul"](1024, 1536, 128, 132, tma_store=True, **options)  # 1536: 8 x 192
+
+
+def test_a_block_of_64_rows_has_one_consumer_and_expects_its_smaller_a_tile(nb07):
+    """block_m=64 (section 7's small problems): a producer and one consumer warpgroup, 256 threads,
+    and each stage's barrier expects 64 rows of A besides B's block_n columns, in bytes."""
+    tall, low = (" ".join(kernel_lines(nb07, block_n=64, group=1, block_m=rows)) for rows in (128, 64))
+    assert "__launch_bounds__(384)" in tall and "__launch_bounds__(256)" in low
+    assert "(uint)24576" in tall and "(uint)24576" not in low  # (128 + 64) x 64 halves
+    assert "(uint)16384" in low  # (64 + 64) x 64 halves
+
+
+@pytest.mark.parametrize("options, says", [(dict(block_m=256), "with blocks of 256 rows"),
+                                           (dict(block_m=64, block_n=128, pingpong=True), "ping-pong blocks of 128")])
+def test_a_block_the_kernel_cannot_be_is_refused(nb07, options, says):
+    with pytest.raises(ValueError, match=says):
+        nb07["persistent_matmul"](*SHAPE, 132, group=1, **options)
