@@ -253,3 +253,27 @@ def test_cublas_replays_a_cuda_graph_only_when_asked_and_only_through_torch(sess
     monkeypatch.setattr(baselines, "cublas_call", lambda *a: (clock.call, clock.Event, clock.sync))  # cupy's
     cupy = session.cublas_matmul(64, 32, 16, "float16", graph=True, repeat=3, quiet=True)
     assert len(graphed) == 1 and cupy.ms == pytest.approx(2.0) and "graph" not in cupy.params
+
+
+def test_a_tvm_call_launches_on_the_stream_torch_has_when_it_runs(monkeypatch):
+    """`on_torch_stream` must read torch's current stream at each call, not once: a CUDA graph
+    captures on a side stream of its own, which is current only while it captures."""
+    import tvm_ffi
+
+    current, seen = types.SimpleNamespace(cuda_stream=0), []
+    cuda = types.SimpleNamespace(current_stream=lambda: current)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+
+    @contextlib.contextmanager
+    def use_raw_stream(dev, stream):
+        seen.append(("enter", dev, stream))
+        yield
+        seen.append(("exit", dev, stream))
+
+    monkeypatch.setattr(tvm_ffi, "use_raw_stream", use_raw_stream)
+    call = baselines.on_torch_stream(lambda *args: seen.append(("launch", args)), "gpu0", ["a", "b"])
+    call()
+    current.cuda_stream = 77  # as inside torch.cuda.graph(...)
+    call()
+    assert seen == [("enter", "gpu0", 0), ("launch", ("a", "b")), ("exit", "gpu0", 0),
+                    ("enter", "gpu0", 77), ("launch", ("a", "b")), ("exit", "gpu0", 77)]
