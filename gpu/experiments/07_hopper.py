@@ -295,9 +295,9 @@ def one_per_sm(dry: bool) -> int:
     return 132 if dry else helpers.local_gpu_spec().sm_count
 
 
-def persistent_variant(name: str, make, kw: dict, ctas: int) -> Variant:
-    """`make` (persistent_matmul or cluster_matmul) at 4096^3 with `ctas` blocks, built for sm_90a."""
-    return Variant(name, functools.partial(make, N, N, N, ctas, **kw), SHAPE, {}, "tirx", "sm_90a")
+def persistent_variant(name: str, make, kw: dict, ctas: int, shape=SHAPE) -> Variant:
+    """`make` (persistent_matmul or cluster_matmul) at `shape` with `ctas` blocks, built for sm_90a."""
+    return Variant(name, functools.partial(make, *shape, ctas, **kw), shape, {}, "tirx", "sm_90a")
 
 
 def beside_cublas_by_c_type(args, kernels: dict) -> int:
@@ -342,9 +342,8 @@ def searched(shape, gpu: str | None) -> dict:
 
 def small_variant(shape, dry: bool) -> Variant:
     config = searched(shape, None if dry else helpers.local_gpu_spec().name)
-    return Variant(f"searched {'x'.join(map(str, shape))} ({helpers.format_config(config)})",
-                   functools.partial(NOTEBOOK.persistent_matmul, *shape, one_per_sm(dry), **config), shape, {}, "tirx",
-                   "sm_90a")
+    return persistent_variant(f"searched {'x'.join(map(str, shape))} ({helpers.format_config(config)})",
+                              NOTEBOOK.persistent_matmul, config, one_per_sm(dry), shape)
 
 
 def host_us(f, args, calls: int = 2000) -> float:
@@ -406,8 +405,7 @@ def launch(args) -> int:
     elif args.kernel == "searched":
         variant = small_variant(shape, False)
     else:
-        variant = Variant(args.kernel, functools.partial(PAIRS[args.kernel][0], *shape, one_per_sm(False),
-                                                         **PAIRS[args.kernel][1]), shape, {}, "tirx", "sm_90a")
+        variant = persistent_variant(args.kernel, *PAIRS[args.kernel], one_per_sm(False), shape)
     return launch_checked(args.kernel, a, b, variant, "float32")
 
 
