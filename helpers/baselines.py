@@ -13,12 +13,15 @@ import math
 import statistics
 from typing import Callable
 
+from .kernels import check_matmul, check_number
+
 
 def cublas_call(M, N, K, dtype="float32", transpose_b=False, out_dtype=None):
     """(call, Event, sync): one cuBLAS matmul on fresh random operands, torch's (else cupy's)
     CUDA events and synchronize; None if neither is installed. TF32 and reduced-precision sums
     are off, so the fp32 baseline really is fp32. `out_dtype` (e.g. fp32 C from fp16 A and B,
     as a kernel with an fp32 epilogue writes) needs torch's `torch.mm(..., out_dtype=)`."""
+    check_matmul(M, N, K, dtype=dtype, out_dtype=out_dtype)  # before torch makes any operand
     out_dtype = out_dtype if out_dtype != dtype else None
     try:
         import torch
@@ -53,8 +56,8 @@ def cublas_call(M, N, K, dtype="float32", transpose_b=False, out_dtype=None):
 
 def cublas_time(M, N, K, dtype="float32", transpose_b=False, repeat=20, warmup=3) -> float | None:
     """Median ms of one cuBLAS matmul (torch, else cupy); None without either."""
-    if repeat <= 0:
-        raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+    check_number("repeat", repeat)
+    check_number("warmup", warmup, zero=True)
     found = cublas_call(M, N, K, dtype, transpose_b)
     return None if found is None else event_median_ms(*found, repeat, warmup)
 
@@ -148,8 +151,7 @@ def interleaved(kernel_round: Callable[[], float], baseline_round: Callable[[], 
 
     Returns (kernel ms per round, baseline ms per round, median of baseline ms / kernel ms): the
     kernel's speed as a fraction of the baseline's (1.0 = as fast; over 1.0 = faster)."""
-    if not isinstance(rounds, int) or rounds <= 0:
-        raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    check_number("rounds", rounds)
     kernel, baseline = [], []
     for _ in range(rounds):
         kernel.append(kernel_round())

@@ -211,6 +211,7 @@ class Session:
         pass the CPU (`tvm.cpu(0)`) and TVM's LLVM target, so that the check before timing runs,
         and is tested, on machines without a GPU. The numbers are then labelled with the spec
         the session would show (the recorded GPU's)."""
+        env.check_notebook(notebook)  # before anything is printed or opened
         self.notebook = notebook
         self.live = device is not None or env.gpu_available()
         self.device = device if device is not None else (env.device() if self.live else None)

@@ -17,7 +17,7 @@ import re
 
 import tvm
 
-from . import driver
+from . import driver, records
 from .driver import dram_from_driver as _dram_from_driver, dram_from_nvml as _dram_from_nvml  # noqa: F401
 
 driver.use_cuda_wheels()  # before anything asks TVM for a GPU
@@ -311,6 +311,8 @@ def make_target(spec: str | dict | None = None) -> tvm.target.Target:
         return tvm.target.Target({"kind": "cuda", "arch": simulated_arch() or DEFAULT_ARCH})
     if isinstance(spec, str) and spec.startswith("sm_"):
         spec = {"kind": "cuda", "arch": spec}
+    if isinstance(spec, dict) and spec.get("kind") == "cuda" and "arch" in spec:
+        check_arch(spec["arch"])
     try:
         return tvm.target.Target(spec)
     except Exception as err:  # TVM raises ValueError or its own error types
@@ -319,6 +321,22 @@ def make_target(spec: str | dict | None = None) -> tvm.target.Target:
             f"TVM rejected the target {spec!r}: {first}. Write a target as a tag "
             "('nvidia/nvidia-h100'), a dict ({'kind': 'cuda', 'arch': 'sm_80'}) or an arch ('sm_80')."
         ) from None
+
+
+def known_archs() -> list[str]:
+    """The architectures the course builds for: sm_XY for each compute capability in `_ARCH`, then
+    the arch-specific sm_XYa of each whose features later architectures dropped (`LAST`)."""
+    plain = [f"sm_{cc.replace('.', '')}" for cc in sorted(_ARCH, key=_cc)]
+    return plain + [f"sm_{cc.replace('.', '')}a" for cc in sorted(set(LAST.values()), key=_cc)]
+
+
+def check_arch(arch) -> None:
+    """Refuse an architecture the course does not know (TVM itself takes any "sm_..." silently)."""
+    known = known_archs()
+    if arch not in known:
+        plain = [a for a in known if not a.endswith("a")]
+        raise ValueError(f"unknown GPU architecture {arch!r}: the course knows {', '.join(plain)} "
+                         f"(and {', '.join(known[len(plain):])})")
 
 
 def listing_target() -> tvm.target.Target:
@@ -412,6 +430,18 @@ def _banner(spec: GpuSpec | None, recorded: dict | None) -> str:
         return (f"{head} | no GPU: building for {DEFAULT_ARCH}\nshowing results recorded on "
                 f"{recorded['gpu']} on {recorded['date']} (TVM {recorded['tvm']})")
     return f"{head} | no GPU: building for {DEFAULT_ARCH}; no recorded results to show"
+
+
+#: Where the notebooks are (fixed at import: the tests point `records.RESULTS_DIR` elsewhere).
+NOTEBOOKS_DIR = records.RESULTS_DIR.parent
+
+
+def check_notebook(notebook) -> None:
+    """Refuse a name that is none of the course's notebooks (notebooks/NN_topic.ipynb, named
+    without the suffix); any name goes where helpers were copied without their notebooks."""
+    names = sorted(path.stem for path in NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+    if names and notebook not in names:
+        raise ValueError(f"no notebook named {notebook!r} in notebooks/: the notebooks are {', '.join(names)}")
 
 
 def today() -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import numbers
 import re
 import shutil
 import subprocess
@@ -316,12 +317,38 @@ def occupancy(spec: env.GpuSpec, threads_per_block: int, registers_per_thread: i
     return Occupancy(threads_per_block, min(limits.values()), limits, spec.max_threads_per_sm)
 
 
+def check_number(name: str, value, what: str = "", *, integer: bool = True, zero: bool = False) -> None:
+    """Refuse `value` for the argument `name` unless it is a positive integer (`integer=False`: a
+    finite number; `zero`: 0 allowed too); `what` follows the rule in the message."""
+    kind = numbers.Integral if integer else numbers.Real
+    fits = isinstance(value, kind) and not isinstance(value, bool) and (integer or math.isfinite(value))
+    if not fits or value < 0 or (value == 0 and not zero):
+        rule = f"{'non-negative' if zero else 'positive'} {'integer' if integer else 'number'}"
+        raise ValueError(f"{name} must be a {rule}{what}, got {value!r}")
+
+
+#: The element types the course's matrix multiplies take (inputs, sums and outputs).
+MATMUL_DTYPES = ("float16", "float32", "float64")
+
+
+def check_matmul(M, N, K, **dtypes) -> None:
+    """Refuse a matrix multiply C[M, N] = A[M, K] @ B[K, N] no kernel can compute: sizes that are
+    not positive integers, or an element type (`dtype=...`, `out_dtype=...`; None: as the inputs)
+    none of the course's matrix multiplies takes."""
+    for name, size in (("M", M), ("N", N), ("K", K)):
+        check_number(name, size)
+    for name, dtype in dtypes.items():
+        if dtype is not None and dtype not in MATMUL_DTYPES:
+            raise ValueError(f"{name} {dtype!r} is not supported here: use {', '.join(MATMUL_DTYPES)}")
+
+
 def require_divides(extent: int, factor: int, what: str = "tile") -> None:
     """Refuse a tile factor that does not divide the loop extent, naming both.
 
     TVM would accept such a split and guard the tail with an `if`; the course's tiled
     schedules assume whole tiles, so a shape they do not divide must be padded or refused.
     """
+    check_number("extent", extent)
     if factor <= 0:
         raise ValueError(f"{what} factor must be positive, got {factor}")
     if extent % factor:

@@ -30,6 +30,7 @@ from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 
 from . import records
+from .kernels import check_number
 
 #: The two files of a MetaSchedule JSON database, in its directory.
 WORKLOAD_FILE = "database_workload.json"
@@ -162,8 +163,7 @@ def _valid_records(database, func, where: str) -> list:
 def top_kernels(database, func=None, k: int = 1, source="") -> list[TunedKernel]:
     """The `k` best valid records (lowest median latency while tuning) of `database`, for
     `func`'s workload (default: the database's only workload), as TunedKernels."""
-    if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
-        raise ValueError(f"k must be a positive integer, got {k!r}")
+    check_number("k", k)
     where = Path(source).name if source else "the database"
     recs = sorted(_valid_records(database, func, where), key=_median_sec)
     out = []

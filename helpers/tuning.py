@@ -36,6 +36,7 @@ from tvm.s_tir.meta_schedule import _ffi_api
 from tvm.script import tirx as T
 
 from . import env
+from .kernels import check_matmul, check_number
 from .tuned import TunedKernel, _as_module, _flop_count, _median_sec, best_record, json_database
 from .tuning_log import _MS_LOGGER, _log_func, _Progress, _quiet
 
@@ -59,13 +60,8 @@ def matmul_workload(M: int, N: int, K: int, dtype: str = "float32", acc_dtype: s
 
     It carries the `tirx.noalias` attribute, so the database written by tuning it answers
     queries for it (a PrimFunc without the attribute is a different workload)."""
-    for name, v in (("M", M), ("N", N), ("K", K)):
-        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    acc = acc_dtype or dtype
-    for d in {dtype, acc}:
-        if d not in ("float16", "float32", "float64"):
-            raise ValueError(f"dtype {d!r} is not supported here: use float16, float32 or float64")
+    check_matmul(M, N, K, dtype=dtype, acc_dtype=acc_dtype)
+    M, N, K, acc = int(M), int(N), int(K), acc_dtype or dtype  # a NumPy size would make another workload
     b_shape = (N, K) if transpose_b else (K, N)
 
     def b_at(B, vj, vk):
@@ -186,8 +182,7 @@ class Samples:
 def sample_candidates(func, sketch, *, space="cuda", tries: int = 20, seed: int = 0, target=None) -> Samples:
     """Fill the decisions of `sketch` (one of `design_spaces`) at random `tries` times and run
     the postprocessors on each, as the search does for its initial population. No GPU needed."""
-    if isinstance(tries, bool) or not isinstance(tries, int) or tries <= 0:
-        raise ValueError(f"tries must be a positive integer, got {tries!r}")
+    check_number("tries", tries)
     mod = _as_module(func)
     ctx = ms.TuneContext(mod, target=_listing_target(target, space), space_generator=make_space(space),
                          task_name="main", rand_state=seed, num_threads=1)
@@ -216,14 +211,12 @@ def candidate_features(sch, target=None):
 # ---------------------------------------------------------------- budget and progress
 
 
-def _check_budget(trials, trials_per_iter, minutes) -> None:
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials <= 0:
-        raise ValueError(f"trials must be a positive integer (the number of candidate kernels to measure), got {trials!r}")
-    if isinstance(trials_per_iter, bool) or not isinstance(trials_per_iter, int) or trials_per_iter <= 0:
-        raise ValueError(f"trials_per_iter must be a positive integer (candidates measured per round), got {trials_per_iter!r}")
+def _check_budget(trials, trials_per_iter, minutes, build_timeout) -> None:
+    check_number("trials", trials, " (the number of candidate kernels to measure)")
+    check_number("trials_per_iter", trials_per_iter, " (candidates measured per round)")
     if minutes is not None:
-        if isinstance(minutes, bool) or not isinstance(minutes, (int, float)) or not math.isfinite(minutes) or minutes <= 0:
-            raise ValueError(f"minutes must be a positive number (the time limit of the search) or None, got {minutes!r}")
+        check_number("minutes", minutes, " (the time limit of the search) or None", integer=False)
+    check_number("build_timeout", build_timeout, " (the seconds one candidate may take to build)", integer=False)
 
 
 @derived_object
@@ -339,7 +332,7 @@ def tune(func, work_dir, *, trials: int, minutes: float | None = None, space="cu
     options every candidate is compiled with, e.g. {"tirx.use_async_copy": True} for a
     template whose software pipeline copies with cp.async (notebook 05).
     """
-    _check_budget(trials, trials_per_iter, minutes)
+    _check_budget(trials, trials_per_iter, minutes, build_timeout)
     _check_space(space)
     _check_pass_config(pass_config)
     mod = _as_module(func)
