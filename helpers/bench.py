@@ -43,6 +43,7 @@ class Measurement:
     on_cpu: bool = False  # a CPU baseline timed on the GPU machine's host, not on the GPU
     versus: str | None = None  # the baseline this kernel was timed interleaved with (its name)
     ratio: float | None = None  # median over those rounds of baseline ms / this ms (1.0: as fast)
+    baseline_ms: float | None = None  # the baseline's median over those same rounds: what `ratio` divides
 
     @property
     def tflops(self) -> float | None:
@@ -313,13 +314,14 @@ class Session:
                                       "the kernel is wrong, so it is not timed")
             versus = baseline.name if baseline is not None and baseline.name in self._rounds else None
             if versus is None:
-                times, ratio = time_function(ex.mod, dev, dev_args, repeat=repeat), None
+                times, base_times, ratio = time_function(ex.mod, dev, dev_args, repeat=repeat), None, None
             else:
                 time_function(ex.mod, dev, dev_args, repeat=1)  # warm up
-                times, _, ratio = baselines.interleaved(
+                times, base_times, ratio = baselines.interleaved(
                     lambda: time_function(ex.mod, dev, dev_args, repeat=1, warmup=0)[0], self._rounds[versus], repeat)
             m = self._finish(self._new(name, statistics.median(times), rel_err=err, flops=flops, bytes=bytes,
-                                       shape=shape, dtype=dtype, params=params, versus=versus, ratio=ratio))
+                                       shape=shape, dtype=dtype, params=params, versus=versus, ratio=ratio,
+                                       baseline_ms=statistics.median(base_times) if base_times else None))
         if not quiet:
             print(m)
         return m

@@ -150,6 +150,7 @@ def test_a_kernel_measured_against_a_baseline_is_timed_interleaved_with_it(sessi
     # after the warm-up round (2 ms), kernel rounds 4, 6, 8, 10 ms beside baseline rounds 4, 5, 6, 7 ms
     assert m.versus == "cuBLAS stand-in" and m.ms == 7.0
     assert m.ratio == pytest.approx(np.median([4 / 4, 5 / 6, 6 / 8, 7 / 10]))
+    assert m.baseline_ms == 5.5  # the baseline's median over those rounds, not its own 2.0 ms before
     assert m.of(base) == m.ratio != m.tflops / base.tflops
     assert "cuBLAS stand-in" in helpers.table([m, base], baseline=base) and f"{m.ratio:.0%}" in helpers.table([m], base)
 
@@ -157,7 +158,7 @@ def test_a_kernel_measured_against_a_baseline_is_timed_interleaved_with_it(sessi
 def test_without_a_live_baseline_the_kernel_is_timed_alone(session):
     recorded = bench.Measurement("cuBLAS from a record", 1.0, flops=N, source="recorded")
     m = _add(session, baseline=recorded, repeat=3)
-    assert (m.versus, m.ratio, m.ms) == (None, None, 4.0)
+    assert (m.versus, m.ratio, m.baseline_ms, m.ms) == (None, None, None, 4.0)
     assert m.of(recorded) == pytest.approx(m.tflops / recorded.tflops) == pytest.approx(0.25)
 
 
