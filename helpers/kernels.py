@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import math
 import numbers
+import os
 import re
 import shutil
 import subprocess
@@ -37,6 +38,22 @@ def _module(kernel) -> tvm.IRModule:
     )
 
 
+def copy_kernel(n: int, threads: int = 256, vector: int = 1) -> "tvm.s_tir.Schedule":
+    """B = A for n floats, `vector` floats per thread and step, `threads` a block: notebook 00's
+    copy, which it writes out in TensorIR step by step, here for the notebooks that measure the
+    same bandwidth ceiling again (`Session.copy_ceiling`)."""
+    require_divides(n, threads * vector, "threads x vector")
+    a = tvm.te.placeholder((n,), "float32", name="A")
+    b = tvm.te.compute((n,), lambda i: a[i], name="B")
+    sch = tvm.s_tir.Schedule(tvm.te.create_prim_func([a, b]).with_attr("tirx.noalias", True))
+    (i,) = sch.get_loops(sch.get_sblock("B"))
+    bx, tx, v = sch.split(i, factors=[None, threads, vector])
+    sch.bind(bx, "blockIdx.x")
+    sch.bind(tx, "threadIdx.x")
+    sch.vectorize(v)
+    return sch
+
+
 def build(kernel, target=None, tir_pipeline="default"):
     """Compile a schedule (or module) for `target` (default: this GPU, or `DEFAULT_ARCH`), through
     the named TIR pipeline (TVM's default unless an experiment registered another)."""
@@ -44,12 +61,17 @@ def build(kernel, target=None, tir_pipeline="default"):
         return kernel
     target = env.make_target(target) if not isinstance(target, tvm.target.Target) else target
     ex = tvm.compile(_module(kernel), target=target, tir_pipeline=tir_pipeline)
-    if ex.mod.imports and str(target.attrs.get("arch", "")) == env.simulated_arch():
+    arch = str(target.attrs.get("arch", ""))
+    if ex.mod.imports and arch == env.simulated_arch():
         # a kernel to run on COURSE_ARCH's GPUs: prove it compiles to machine code for each
         device_code(ex.mod.imports[0].inspect_source(), env.simulated_arch())
-        for arch in env.simulated_archs()[1:]:
-            other = tvm.compile(_module(kernel), target=env.make_target(arch), tir_pipeline=tir_pipeline)
-            device_code(other.mod.imports[0].inspect_source(), arch)
+        for more in env.simulated_archs()[1:]:
+            other = tvm.compile(_module(kernel), target=env.make_target(more), tir_pipeline=tir_pipeline)
+            device_code(other.mod.imports[0].inspect_source(), more)
+    elif ex.mod.imports and target.kind.name == "cuda" and os.environ.get("COURSE_COMPILE_EVERY_BUILD"):
+        # as TVM does on a GPU, where it compiles every CUDA module it builds, whatever its arch (the
+        # simulated Colab runtime of tests/test_colab.py: 07's sm_90a kernels, the sm_90 listings)
+        device_code(ex.mod.imports[0].inspect_source(), arch)
     return ex
 
 
