@@ -1,15 +1,39 @@
-"""The Colab path: every notebook's badge and setup cell follow the one repository setting, and the
-setup cell works in a simulated Colab runtime (Python 3.13, Colab's versions of the packages an
-install could break) without breaking any of them."""
+"""The Colab path: every notebook's badge and setup cell follow the one repository setting, and every
+notebook runs from its setup cell in a simulated Colab runtime without changing anything of Colab's.
+
+The simulated runtime (tests/colab/, the `colab` marker) is Colab's GPU runtime of 2026-08-19 in
+what the course touches, as far as a machine without a GPU can hold it:
+- Python 3.13 with Colab's own versions (tests/colab/packages.txt, each line a line of Colab's
+  `pip freeze`, committed as tests/colab/pip-freeze.gpu.txt): NumPy 2.1.3, numba, XGBoost 3.4.1,
+  cuda-python and cuda-bindings 12.9.7, cuda-pathfinder 1.6.0, NVRTC 12.8 from
+  nvidia-cuda-nvrtc-cu12 12.8.93 (which torch 2.11+cu128 installs there), Colab's ipykernel 6.17.1
+  under IPython 7.34, and a stand-in `google.colab` (tests/colab/google). Left out: torch and cupy
+  (gigabytes; only cuBLAS timings on a GPU use them) and the rest of Colab's 708 packages.
+- A folder standing for Colab's /usr/local/cuda (its apt CUDA 12.8 toolkit,
+  tests/colab/apt-list-gpu.cuda.txt): the headers of NVIDIA's 12.8 wheels of the same parts
+  (tests/colab/toolkit.txt), ptxas 12.8 and a stand-in nvcc 12.8 (tests/colab/nvcc.py: PyPI has no
+  nvcc binary), first on the kernel's PATH as Colab's /usr/local/cuda/bin is. This machine's CUDA 13
+  (its nvcc in /usr/local/bin, CUDA_PATH and the like) is out of the kernel's sight, and TVM finds
+  the toolkit through `nvcc`, as on Colab (a test below checks which NVRTC and headers it used).
+- COURSE_ARCH=sm_75 and COURSE_COMPILE_EVERY_BUILD=1: there is no GPU here, so each notebook runs
+  as on Colab's T4, and every kernel it builds through `helpers.build` is compiled to machine code
+  by NVRTC 12.8 with those headers, as TVM does on a GPU (for the T4, and for the target it names:
+  07's sm_90a kernels, the sm_90 listings), each compile logged and checked.
+All eight notebooks run top to bottom in that one runtime, in order, from their setup cells: the
+first clones the repository (a snapshot of this checkout) and installs what Colab lacks, the others
+reuse both. Afterwards nothing Colab had has changed and `pip check` is no worse.
+"""
 
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import time
 import warnings
 from importlib import metadata
 from pathlib import Path
@@ -92,6 +116,43 @@ def test_the_colab_requirements_pin_what_colab_lacks_and_name_what_it_has():
 # ---------------------------------------------------------------- the simulated runtime
 
 
+COLAB = ROOT / "tests" / "colab"
+PACKAGES = COLAB / "packages.txt"  # Colab's versions of what the course touches
+FREEZE = COLAB / "pip-freeze.gpu.txt"  # Colab's own pip freeze, 2026-08-19
+TOOLKIT = COLAB / "toolkit.txt"  # the wheels that stand for /usr/local/cuda
+APT = COLAB / "apt-list-gpu.cuda.txt"  # Colab's CUDA 12.8 toolkit, as apt lists it
+COLAB_GPU_ARCH = "sm_75"  # the T4, Colab's free GPU: the notebooks choose and compile as there
+
+
+def _pins(path: Path) -> list[str]:
+    return [line.split("#")[0].strip() for line in path.read_text().splitlines() if line.split("#")[0].strip()]
+
+
+def test_the_simulated_packages_are_colabs_own_versions():
+    freeze = FREEZE.read_text()
+    assert "2026-08-19" in freeze.splitlines()[0] and "a72407924822ea377410b69f0a290150bcb5c9c2" in freeze
+    colab_lines = _canonical_lines(freeze)
+    assert [pin for pin in _pins(PACKAGES) if _canonical(pin) not in colab_lines] == [], \
+        "tests/colab/packages.txt names a version that Colab's freeze (tests/colab/pip-freeze.gpu.txt) does not"
+    pins = {_canonical(p).split("==")[0]: p.split("==")[1] for p in _pins(PACKAGES)}
+    # what issue 36 found missing or wrong: Colab's NVRTC 12.8 and its pathfinder
+    assert pins["cuda-pathfinder"] == "1.6.0" and pins["nvidia-cuda-nvrtc-cu12"] == "12.8.93"
+    assert pins["nvidia-cuda-runtime-cu12"] == "12.8.90" and pins["cuda-bindings"] == "12.9.7"
+
+
+def test_the_simulated_toolkit_is_colabs_cuda_12_8():
+    apt = APT.read_text()
+    assert "2026-08-19" in apt.splitlines()[1] and "a72407924822ea377410b69f0a290150bcb5c9c2" in apt
+    for line in TOOLKIT.read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        wheel, stands_for = line.split("#", 1)
+        version = wheel.split("==")[1].strip()
+        for package, apt_version in re.findall(r"(cuda-[\w-]+-12-8) ([\d.]+)", stands_for):
+            assert apt_version == version, line
+            assert re.search(rf"^{package}/\S+ {re.escape(version)}-\d+ amd64", apt, re.M), f"apt lists no {package} {version}"
+
+
 def _python313() -> str | None:
     """A Python 3.13 interpreter: pyenv's (as on the course's machines), else one on the PATH that runs."""
     candidates = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")))
@@ -129,60 +190,209 @@ def _colab_checks(python: Path) -> tuple[set[str], str]:
     return set(check.splitlines()) - {"No broken requirements found."}, _run(python, "-m", "pip", "freeze")
 
 
-@pytest.mark.colab
-def test_colab_runtime_simulated(tmp_path, monkeypatch):
-    """Colab, as far as a machine without a GPU can be: Python 3.13 with Colab's package versions and a
-    `google.colab` module; the setup cell of notebook 01 clones the repository (here: a snapshot of
-    this checkout), installs what is missing, and the notebook runs top to bottom; notebook 05 then
-    runs in the same runtime and reuses both. Nothing Colab had changes, and `pip check` is no worse."""
+def _make_toolkit(dest: Path, site: Path, scratch: Path) -> None:
+    """The folder that stands for Colab's /usr/local/cuda: include/ from the toolkit wheels' headers,
+    bin/ptxas, and bin/nvcc (the stand-in). A wheel the runtime already has at the toolkit's version
+    (Colab's pip has three of the four) is read from its site-packages; the others are downloaded."""
+    fetch = []
+    for pin in _pins(TOOLKIT):
+        name, version = pin.split("==")
+        found = list(metadata.distributions(name=name, path=[str(site)]))
+        if not found or found[0].version != version:
+            fetch.append(pin)
+    roots = [site]
+    if fetch:
+        _run(sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
+             "--target", scratch, *fetch)
+        roots.insert(0, scratch)  # the toolkit's version over Colab's pip one (cccl 12.8.90, not 12.9.27)
+    include = dest / "include"
+    for part in ("cuda_runtime", "cuda_nvcc", "cuda_cccl", "cuda_nvrtc"):
+        src = next(r / "nvidia" / part / "include" for r in roots if (r / "nvidia" / part / "include").is_dir())
+        shutil.copytree(src, include, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__init__.py", "__pycache__"))
+    (dest / "bin").mkdir(parents=True)
+    (dest / "bin" / "ptxas").symlink_to(site / "nvidia" / "cuda_nvcc" / "bin" / "ptxas")
+    (dest / "targets" / "x86_64-linux").mkdir(parents=True)
+    (dest / "targets" / "x86_64-linux" / "include").symlink_to(include)  # as in the toolkit
+    nvcc = dest / "bin" / "nvcc"
+    python = site.parent.parent.parent / "bin" / "python"
+    nvcc.write_text(f'#!/bin/sh\nexec "{python}" "{COLAB / "nvcc.py"}" --toolkit "{dest}" "$@"\n')
+    nvcc.chmod(0o755)
+
+
+class ColabRuntime:
+    """One simulated Colab runtime, shared by the tests of this module, in order."""
+
+    def __init__(self, tmp: Path, py313: str):
+        started = time.time()
+        self.tmp = tmp
+        self.venv = tmp / "colab-python"
+        _run(py313, "-m", "venv", self.venv)
+        self.python = self.venv / "bin" / "python"
+        _run(self.python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "-r", PACKAGES)
+        self.site = Path(_run(self.python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+        (self.site / "colab_stand_in.pth").write_text(str(COLAB) + "\n")  # google.colab exists
+        self.toolkit = tmp / "usr-local-cuda"  # Colab's /usr/local/cuda
+        _make_toolkit(self.toolkit, self.site, tmp / "toolkit-wheels")
+        self.broken_before, self.freeze_before = _colab_checks(self.python)
+        self.remote = tmp / "published" / "course"
+        _snapshot(self.remote)
+        self.content = tmp / "content"  # Colab's working directory
+        self.content.mkdir()
+        _run(self.python, "-m", "ipykernel", "install", "--prefix", tmp / "jupyter", "--name", "colab-sim")
+        self.build_log = tmp / "builds.jsonl"
+        self.notebooks_run: list[str] = []
+        self.times = {"runtime": time.time() - started}
+
+    def environ(self) -> dict[str, str]:
+        """The kernel's environment: Colab's PATH (its CUDA toolkit's bin first; no /usr/local/bin, where
+        this machine's CUDA 13 nvcc is), nothing that names another CUDA, and the T4's architecture."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("CUDA_", "TVM_CUDA_", "COURSE_", "NVCC", "CONDA", "PYTEST_"))
+               and k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV")}
+        env.update(PATH=f"{self.toolkit / 'bin'}:{self.venv / 'bin'}:/usr/sbin:/usr/bin:/sbin:/bin",
+                   JUPYTER_PATH=str(self.tmp / "jupyter" / "share" / "jupyter"),
+                   COURSE_ARCH=COLAB_GPU_ARCH, COURSE_COMPILE_EVERY_BUILD="1", COURSE_BUILD_LOG=str(self.build_log))
+        return env
+
+    def builds(self) -> list[dict]:
+        if not self.build_log.exists():
+            return []
+        return [json.loads(line) for line in self.build_log.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def colab_runtime(tmp_path_factory):
     py313 = _python313()
     if py313 is None:
         if os.environ.get("CI"):
             pytest.fail("CI needs Python 3.13 (pyenv's) for the simulated Colab runtime")
         pytest.skip("no Python 3.13 here")
-    sim = tmp_path / "colab-python"
-    _run(py313, "-m", "venv", sim)
-    python = sim / "bin" / "python"
-    packages = ROOT / "tests" / "colab" / "packages.txt"
-    _run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "-r", packages)
-    _run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "-c", packages, "ipykernel==6.17.1")
-    site = Path(_run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
-    (site / "colab_stand_in.pth").write_text(str(ROOT / "tests" / "colab") + "\n")  # google.colab exists
-    broken_before, freeze_before = _colab_checks(python)
+    runtime = ColabRuntime(tmp_path_factory.mktemp("colab"), py313)
+    yield runtime
+    print("\nsimulated Colab runtime, seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in runtime.times.items()))
 
-    remote = tmp_path / "published" / "course"
-    _snapshot(remote)
-    content = tmp_path / "content"  # Colab's working directory
-    content.mkdir()
-    _run(python, "-m", "ipykernel", "install", "--prefix", tmp_path / "jupyter", "--name", "colab-sim")
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter" / "share" / "jupyter"))
-    monkeypatch.delenv("PYTHONPATH", raising=False)
-    monkeypatch.delenv("COURSE_ROOT", raising=False)
+
+def _environ(env: dict[str, str]) -> pytest.MonkeyPatch:
+    """This process's environment made `env` (the kernel inherits it); `.undo()` restores it."""
+    mp = pytest.MonkeyPatch()
+    for key in set(os.environ) - set(env):
+        mp.delenv(key)
+    for key, value in env.items():
+        mp.setenv(key, value)
+    return mp
+
+
+@pytest.mark.colab
+@pytest.mark.parametrize("name", [p.stem for p in NOTEBOOKS])
+def test_notebook_runs_on_colab(colab_runtime, name):
+    """The notebook, top to bottom from its setup cell, in the runtime the notebooks before it ran in:
+    the first one clones the course and installs what Colab lacks, the next reuse both; every kernel
+    a notebook compiles (for the T4, and 07's for sm_90a) compiles with NVRTC 12.8 and its headers."""
     from nbclient import NotebookClient
 
-    setup_lines = []
-    for name in ("01_vector_add", "05_tensor_core_tensorization"):
-        nb = colab.apply(nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4), name, f"file://{remote}")
-        for cell in (c for c in nb.cells if c.cell_type == "code"):
-            cell.outputs, cell.execution_count = [], None
-        nb.cells.append(nbformat.v4.new_code_cell("import os, helpers; print(os.getcwd()); print(helpers.__file__)"))
+    rt = colab_runtime
+    first = not rt.notebooks_run
+    nb = colab.apply(nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4), name, f"file://{rt.remote}")
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        cell.outputs, cell.execution_count = [], None
+    nb.cells.append(nbformat.v4.new_code_cell("import os, helpers; print(os.getcwd()); print(helpers.__file__)"))
+    builds_before = len(rt.builds())
+    started = time.time()
+    mp = _environ(rt.environ())
+    try:
         NotebookClient(nb, kernel_name="colab-sim", timeout=1200, startup_timeout=600,
-                       resources={"metadata": {"path": str(content)}}).execute()
-        setup = colab.setup_cells(nb)[0]
-        setup_lines.append("".join(o.get("text", "") for o in setup.outputs).strip())
-        where = "".join(o.get("text", "") for o in nb.cells[-1].outputs).split()
-        assert where == [str(content / "course" / "notebooks"), str(content / "course" / "helpers" / "__init__.py")]
-    broken_after, freeze_after = _colab_checks(python)
-    assert broken_after <= broken_before, f"the install broke: {broken_after - broken_before}"
-    colab_pins = {_canonical(line.split("#")[0]) for line in packages.read_text().splitlines()} - {""}
-    assert colab_pins <= _canonical_lines(freeze_before), "the simulated runtime lacks Colab's versions"
-    changed = _canonical_lines(freeze_before) - _canonical_lines(freeze_after)
+                       resources={"metadata": {"path": str(rt.content)}}).execute()
+    finally:
+        mp.undo()
+        rt.times[name[:2]] = time.time() - started
+        rt.notebooks_run.append(name)
+    setup = "".join(o.get("text", "") for o in colab.setup_cells(nb)[0].outputs).strip()
+    builds = rt.builds()[builds_before:]
+    compiled = [b for b in builds if b.get("ok")]
+    print(setup)  # what a student sees, and how long it took (pytest -rP shows it)
+    print(f"{name}: {len(compiled)} kernel builds compiled by NVRTC 12.8 "
+          f"({', '.join(sorted({b['arch'] for b in compiled}))}) in {rt.times[name[:2]]:.0f} s")
+    where = "".join(o.get("text", "") for o in nb.cells[-1].outputs).split()
+    assert where == [str(rt.content / "course" / "notebooks"), str(rt.content / "course" / "helpers" / "__init__.py")]
+    if first:
+        assert setup.startswith(f"Colab: fetched {rt.content / 'course'}; installed apache-tvm, apache-tvm-ffi, "
+                                "nvidia-cuda-runtime in "), setup
+    else:
+        assert setup.startswith(f"Colab: reused {rt.content / 'course'}; packages already there;"), setup
+    failed = [b for b in builds if "ok" in b and not b["ok"]]
+    assert not failed, f"kernels that NVRTC 12.8 did not compile: {failed}"
+
+
+@pytest.mark.colab
+def test_the_notebooks_changed_nothing_of_colabs(colab_runtime):
+    """After the notebooks, every package Colab had is at its version, and `pip check` is no worse."""
+    rt = colab_runtime
+    broken_after, freeze_after = _colab_checks(rt.python)
+    assert broken_after <= rt.broken_before, f"the install broke: {broken_after - rt.broken_before}"
+    colab_pins = {_canonical(pin) for pin in _pins(PACKAGES)}
+    assert colab_pins <= _canonical_lines(rt.freeze_before), "the simulated runtime lacks Colab's versions"
+    changed = _canonical_lines(rt.freeze_before) - _canonical_lines(freeze_after)
     assert not changed, f"the install changed packages Colab had: {sorted(changed)}"
 
-    print("\n".join(setup_lines))  # what a student sees, and how long it took (pytest -rP shows it)
-    assert setup_lines[0].startswith(f"Colab: fetched {content / 'course'}; installed apache-tvm, apache-tvm-ffi, "
-                                     "nvidia-cuda-runtime in "), setup_lines[0]
-    assert setup_lines[1].startswith(f"Colab: reused {content / 'course'}; packages already there;"), setup_lines[1]
+
+#: A kernel with a tensor-core fragment and an sm_90 instruction, compiled for sm_90a as notebook 07's
+#: are on every machine (helpers.kernels.device_code): which nvcc, toolkit, NVRTC and libnvrtc the
+#: runtime used, or the last line of what failed.
+_PROBE = r'''
+import json, shutil
+from tvm.support import nvcc
+from cuda.bindings import nvrtc
+from cuda.pathfinder import load_nvidia_dynamic_lib
+from helpers.kernels import device_code
+source = """#include <mma.h>
+extern "C" __global__ void __launch_bounds__(32) probe(half* __restrict__ a, float* __restrict__ c) {
+  nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, half, nvcuda::wmma::row_major> fa;
+  nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> fc;
+  nvcuda::wmma::load_matrix_sync(fa, a, 16);
+  nvcuda::wmma::fill_fragment(fc, 0.0f);
+  nvcuda::wmma::store_matrix_sync(c, fc, 16, nvcuda::wmma::mem_row_major);
+  asm volatile("fence.proxy.async.shared::cta;");
+}"""
+facts = dict(nvcc=shutil.which("nvcc"))
+try:
+    facts.update(cuda_path=nvcc.find_cuda_path(), cuda_version=list(nvcc.get_cuda_version()))
+    facts.update(nvrtc=list(nvrtc.nvrtcVersion()[1:]), libnvrtc=load_nvidia_dynamic_lib("nvrtc").abs_path)
+    facts.update(cubin=device_code(source, "sm_90a"))
+except Exception as err:
+    facts["error"] = " ".join(str(err).split())[:400]
+print(json.dumps(facts))
+'''
+
+
+@pytest.mark.colab
+@pytest.mark.parametrize("remove", [None, "headers", "nvrtc"])
+def test_the_simulation_fails_without_colabs_nvrtc_or_headers(colab_runtime, remove):
+    """The simulation is what catches a missing compiler: with Colab's NVRTC 12.8 and headers a kernel
+    compiles for sm_90a from them alone (no CUDA 13 in sight); without the headers, or without NVRTC,
+    the same compile fails, as 07 did in this simulation before it held Colab's compiler stack."""
+    rt = colab_runtime
+    if subprocess.run([rt.python, "-c", "import tvm"], capture_output=True).returncode:
+        _run(rt.python, rt.remote / "helpers" / "colab.py", "install")  # what the setup cell runs
+    hidden = {"headers": rt.toolkit / "include", "nvrtc": rt.site / "nvidia" / "cuda_nvrtc" / "lib"}.get(remove)
+    if hidden is not None:
+        hidden.rename(hidden.with_name(hidden.name + ".hidden"))
+    try:
+        out = _run(rt.python, "-c", _PROBE, env={**rt.environ(), "PYTHONPATH": str(rt.remote)}, cwd=rt.tmp)
+    finally:
+        if hidden is not None:
+            hidden.with_name(hidden.name + ".hidden").rename(hidden)
+    facts = json.loads(out.strip().splitlines()[-1])
+    print(remove or "nothing removed", facts)
+    assert facts["nvcc"] == str(rt.toolkit / "bin" / "nvcc")  # Colab's, not this machine's CUDA 13 nvcc
+    if remove is None:
+        assert "error" not in facts, facts
+        assert facts["cuda_path"] == str(rt.toolkit) and facts["cuda_version"][:2] == [12, 8]
+        assert facts["nvrtc"] == [12, 8] and facts["libnvrtc"].startswith(str(rt.site / "nvidia" / "cuda_nvrtc"))
+        assert facts["cubin"] > 0
+    elif remove == "headers":
+        assert "Cannot find CUDA headers" in facts["error"] and "cubin" not in facts, facts
+    else:
+        assert "libnvrtc" in facts["error"] and "cubin" not in facts, facts
 
 
 def _canonical(requirement: str) -> str:
