@@ -65,12 +65,23 @@ class Measurement:
     def of(self, baseline: "Measurement | None") -> float | None:
         """This kernel's speed as a fraction of `baseline`'s (0.9: 90% of it). The median of the
         per-round ratios when the two were timed interleaved (`Session.measure(baseline=...)`),
-        which cuBLAS's drift from run to run cannot move; else the ratio of their TFLOP/s."""
+        which cuBLAS's drift from run to run cannot move; else the ratio of their TFLOP/s, and only
+        for the same problem (the same FLOP count): a 512^3 kernel is not a share of a 4096^3 cuBLAS."""
         if baseline is None or not self.ok or not baseline.ok:
             return None
         if self.versus is not None and self.versus == baseline.name and self.ratio:
             return self.ratio
-        return self.tflops / baseline.tflops if self.tflops and baseline.tflops else None
+        if not (self.tflops and baseline.tflops) or self.flops != baseline.flops:
+            return None
+        return self.tflops / baseline.tflops
+
+    def baseline_in_rounds(self, baseline: "Measurement") -> "Measurement":
+        """`baseline` as it ran in this kernel's own interleaved rounds, the time `ratio` divided
+        (records older than `baseline_ms`: ratio x ms); `baseline` itself when not timed together.
+        Show this beside the ratio, not the baseline's separate timing, which drifts by +-5%."""
+        if not (self.ok and baseline is not None and self.versus == baseline.name and self.ratio):
+            return baseline
+        return dataclasses.replace(baseline, ms=self.baseline_ms or self.ms * self.ratio)
 
     def rate(self) -> str:
         parts = []
@@ -376,6 +387,26 @@ class Session:
             return self._recorded(name)
         return self._finish(self._new(name, ms, **kw))
 
+    def copy_ceiling(self) -> Measurement:
+        """The course's one bandwidth yardstick, as notebook 00 measures it: the faster of two copies
+        of 2^26 floats (256 MiB each way, far beyond any L2), one float and a float4 per thread, 256
+        threads a block. Timed here on a GPU, so that a "% of copy" divides numbers of one run;
+        elsewhere 00's records (a missing measurement when there are none)."""
+        names = [f"copy 2^26 floats{suffix}" for suffix in ("", ", float4")]
+        if self.live:
+            a = np.random.default_rng(0).standard_normal(COPY_FLOATS, dtype=np.float32)
+            copies = [self.measure(name, kernels.copy_kernel(COPY_FLOATS, 256, vector), [a, np.empty_like(a)],
+                                   lambda: a, bytes=2 * a.nbytes, params={"threads": 256, "vector": vector},
+                                   quiet=True) for name, vector in zip(names, (1, 4))]
+        else:
+            copies = [m for m in recorded_measurements("00_gpu_architecture") if m.name in names]
+            self.results.extend(copies)  # in this notebook's table, as on a GPU
+        copies = [m for m in copies if m.ok]
+        if not copies:
+            return Measurement(names[1], None, source="missing", notebook="00_gpu_architecture",
+                               gpu=self.spec.name if self.spec else records.recorded_gpu())
+        return max(copies, key=lambda m: m.gbps)
+
     def recorded_or_live(self, name: str) -> Measurement | None:
         """The measurement of this name taken in this session, else the recorded one."""
         for m in reversed(self.results):
@@ -383,6 +414,10 @@ class Session:
                 return m
         entry = records.recorded(self.notebook, name)
         return Measurement.from_record(entry) if entry else None
+
+
+#: notebook 00's copy: 64 Mi floats, 256 MiB per array
+COPY_FLOATS = 1 << 26
 
 
 def recorded_measurements(notebook: str, gpu: str | None = None) -> list[Measurement]:

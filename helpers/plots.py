@@ -114,9 +114,12 @@ def roofline(spec: GpuSpec, points: list[Measurement] = (), *, measured_bandwidt
     peaks = {"fp32 peak": spec.peak_fp32_tflops}
     if tensor_core and spec.has_tensor_cores:
         peaks["fp16 tensor-core peak"] = spec.peak_fp16_tc_tflops
+    # the theoretical roof: one DRAM slope (grey) up to the highest peak, each peak flat from its ridge point
     for i, (label, peak) in enumerate(peaks.items()):
-        ax.plot(x, np.minimum(bw * x, peak), "--", color=f"C{i}", lw=1.2, label=f"{label}: {peak:,.0f} TFLOP/s")
-    ax.plot([], [], "--", color="grey", label=f"DRAM peak: {spec.dram_gbps:,.0f} GB/s")
+        flat = bw * x >= peak
+        ax.plot(x[flat], np.full(flat.sum(), peak), "--", color=f"C{i}", lw=1.2, label=f"{label}: {peak:,.0f} TFLOP/s")
+    slope = bw * x <= max(peaks.values())
+    ax.plot(x[slope], bw * x[slope], "--", color="grey", lw=1.2, label=f"DRAM peak: {spec.dram_gbps:,.0f} GB/s")
     if measured_bandwidth:
         mbw = measured_bandwidth / 1e3
         top = max([spec.peak_fp32_tflops] + list((measured_compute or {}).values()))
@@ -143,7 +146,8 @@ def roofline(spec: GpuSpec, points: list[Measurement] = (), *, measured_bandwidt
     ax.grid(True, which="both", alpha=0.3)
     legend = ax.legend(fontsize=7 if by_notebook else 8, loc="lower right")
     if pts:
-        ax.set_ylim(min(ax.get_ylim()[0], min(p.tflops for p in pts) / 3), max(p.tflops for p in pts) * 4)
+        roofs = list(peaks.values()) + list((measured_compute or {}).values())  # every roof stays in view
+        ax.set_ylim(min(ax.get_ylim()[0], min(p.tflops for p in pts) / 3), max(max(p.tflops for p in pts) * 4, max(roofs) * 2))
         shown = sorted(_to_label(pts, labels), key=lambda p: -p.tflops)
         renderer = fig.canvas.get_renderer()
         place_labels(ax, [(p.intensity, p.tflops) for p in shown], [p.name for p in shown],
@@ -159,18 +163,34 @@ def versus_baseline(points: list[Measurement], baseline: Measurement, *, title: 
     if not baseline.ok or not baseline.tflops:
         raise ValueError(f"the baseline {baseline.name!r} has no result to compare with")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(8, 0.5 * len(pts) + 1.5))
-    names = [p.name for p in pts] + [baseline.name]
-    values = [p.tflops for p in pts] + [baseline.tflops]
-    shares = [p.of(baseline) for p in pts] + [1.0]
-    colors = ["C0"] * len(pts) + ["C3"]
-    ax.barh(names, values, color=colors)
+    # each kernel beside the baseline time its ratio was divided by: the same interleaved rounds'
+    # (a tick on its bar), else the baseline's own bar below
+    rounds = [_rounds_tflops(p, baseline) for p in pts]
+    own = any(r is None for r in rounds)
+    names = [p.name for p in pts] + ([baseline.name] if own else [])
+    values = [p.tflops for p in pts] + ([baseline.tflops] if own else [])
+    shares = [p.of(baseline) for p in pts] + ([1.0] if own else [])
+    ax.barh(names, values, color=["C0"] * len(pts) + ["C3"] * own)
     for i, (v, share) in enumerate(zip(values, shares)):
-        ax.text(v, i, f"  {v:,.1f} TFLOP/s ({share:.0%})", va="center", fontsize=8)
+        of = f" of {rounds[i]:,.1f}" if i < len(pts) and rounds[i] else ""
+        text = f"  {v:,.1f} TFLOP/s" + (f" ({share:.0%}{of})" if share is not None else "")
+        ax.text(max(v, rounds[i] or 0) if i < len(pts) else v, i, text, va="center", fontsize=8)
+    ticks = [(r, i) for i, r in enumerate(rounds) if r]
+    if ticks:
+        ax.plot([r for r, _ in ticks], [i for _, i in ticks], "|", color="C3", ms=16, mew=2,
+                label=f"{baseline.name}, timed in the same rounds")
+        ax.legend(loc="lower right", fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("TFLOP/s")
-    ax.set_xlim(0, max(values) * 1.35)
+    ax.set_xlim(0, max(values + [r for r, _ in ticks]) * 1.45)
     _title(ax, title or f"Against {baseline.name}", _source_note(pts + [baseline]))
     return fig
+
+
+def _rounds_tflops(m: Measurement, baseline: Measurement) -> float | None:
+    """The baseline's TFLOP/s in the rounds interleaved with `m` (None: not timed together)."""
+    rounds = m.baseline_in_rounds(baseline)
+    return rounds.tflops if rounds is not baseline else None
 
 
 def sweep(xs, measurements: list[Measurement] | dict[str, list[Measurement]], *, xlabel: str, metric: str = "gbps",
@@ -225,22 +245,46 @@ def heatmap(values: np.ndarray, row_labels, col_labels, *, xlabel: str, ylabel: 
 
 
 def table(measurements: list[Measurement], baseline: Measurement | None = None, ceiling_gbps: float | None = None) -> str:
-    """A plain-text table (reads the same on GitHub, in Jupyter and under nbval)."""
+    """A plain-text table (reads the same on GitHub, in Jupyter and under nbval). Each "vs baseline"
+    says what it was divided by: for a kernel timed interleaved with the baseline, the baseline's
+    median over those same rounds (records older than `Measurement.baseline_ms` give ratio x ms,
+    marked "~"); else the baseline's own time, at the same problem size only; or the copy
+    ceiling's GB/s. The baseline's own row is shown only where some ratio was divided by it. A
+    source shared by every row is said once, under the table."""
     rows = [("kernel", "ms", "TFLOP/s", "GB/s", "rel. error", "vs baseline", "source")]
+    shares = {id(m): _share(m, baseline, ceiling_gbps) for m in measurements if m is not baseline}
+    used = any(of == "own" for _, of in shares.values() if of)
     for m in measurements:
+        if baseline is not None and m is baseline and not used and any(of for _, of in shares.values()):
+            continue  # every ratio above came from its own interleaved rounds, not from this time
         if not m.ok:
             rows.append((m.name, "-", "-", "-", "-", "-", "no record"))
             continue
-        vs = ""
-        if (share := m.of(baseline)) is not None:
-            vs = f"{share:.0%}"
-        elif ceiling_gbps and m.gbps:
-            vs = f"{m.gbps / ceiling_gbps:.0%} of copy"
+        share, of = shares[id(m)] if m is not baseline else ((1.0, None) if used else (None, None))
+        if of == "own":
+            of = f"{baseline.ms:.4f} ms"
+        vs = f"{share:.0%}" + (f" of {of}" if of else "") if share is not None else ""
         rows.append((
             m.name, f"{m.ms:.4f}", f"{m.tflops:,.2f}" if m.tflops else "", f"{m.gbps:,.0f}" if m.gbps else "",
             f"{m.rel_err:.1e}" if m.rel_err is not None else "", vs, "live" if m.source == "live" else f"recorded {m.date}",
         ))
+    sources = {r[-1] for r in rows[1:]}
+    if len(sources) == 1:
+        return text_table([r[:-1] for r in rows]) + f"\n(every row: {sources.pop()})"
     return text_table(rows)
+
+
+def _share(m: Measurement, baseline: Measurement | None, ceiling_gbps: float | None):
+    """(fraction, what it was divided by) for one row of `table`; "own": the baseline's own time."""
+    if not m.ok:
+        return None, None
+    if (share := m.of(baseline)) is not None:
+        if m.versus is not None and m.versus == baseline.name and m.ratio:
+            return share, f"{m.baseline_ms:.4f} ms" if m.baseline_ms else f"~{m.ms * m.ratio:.4f} ms"
+        return share, "own"
+    if ceiling_gbps and m.gbps:
+        return m.gbps / ceiling_gbps, f"copy {ceiling_gbps:,.0f} GB/s"
+    return None, None
 
 
 def text_table(rows) -> str:

@@ -152,7 +152,9 @@ def test_a_kernel_measured_against_a_baseline_is_timed_interleaved_with_it(sessi
     assert m.ratio == pytest.approx(np.median([4 / 4, 5 / 6, 6 / 8, 7 / 10]))
     assert m.baseline_ms == 5.5  # the baseline's median over those rounds, not its own 2.0 ms before
     assert m.of(base) == m.ratio != m.tflops / base.tflops
-    assert "cuBLAS stand-in" in helpers.table([m, base], baseline=base) and f"{m.ratio:.0%}" in helpers.table([m], base)
+    text = helpers.table([m, base], baseline=base)  # the ratio beside 5.5 ms; the 2.0 ms no ratio used left out
+    assert text.splitlines()[2].endswith(f"{m.ratio:.0%} of 5.5000 ms") and len(text.splitlines()) == 4
+    assert "2.0000" not in text and text.splitlines()[3] == "(every row: live)"
 
 
 def test_without_a_live_baseline_the_kernel_is_timed_alone(session):
@@ -183,7 +185,7 @@ def test_the_interleaved_ratio_is_recorded_and_shown_without_a_gpu():
     back = bench.Measurement.from_record(m.to_record())
     assert (back.versus, back.ratio, back.source) == ("cuBLAS", 0.873, "recorded")
     blas = bench.Measurement.from_record(bench.Measurement("cuBLAS", 1.0, flops=1e9).to_record())
-    row = helpers.table([back], baseline=blas).splitlines()[-1]
+    row = helpers.table([back], baseline=blas).splitlines()[2]
     assert "87%" in row and "50%" not in row
 
 

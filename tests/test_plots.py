@@ -13,8 +13,9 @@ import helpers
 from conftest import H100
 
 
-def _m(name, ms, flops=None, bytes=None):
-    return helpers.Measurement(name, ms=ms, flops=flops, bytes=bytes, source="recorded", gpu="Test GPU", date="2026-11-22")
+def _m(name, ms, flops=None, bytes=None, **kw):
+    return helpers.Measurement(name, ms=ms, flops=flops, bytes=bytes, source="recorded", gpu="Test GPU", date="2026-11-22",
+                               **kw)
 
 
 def test_roofline_places_points_and_ceilings():
@@ -157,7 +158,7 @@ def test_roofline_says_each_ceiling_and_axis():
     assert _legend(ax) == ["fp32 peak: 67 TFLOP/s", "fp16 tensor-core peak: 989 TFLOP/s", "DRAM peak: 3,352 GB/s",
                            "measured copy: 3,000 GB/s", "cuBLAS fp32: 51.6 TFLOP/s (measured)",
                            "cuBLAS fp16: 685.1 TFLOP/s (measured)"]
-    styles = {line.get_label(): line.get_linestyle() for line in ax.lines}
+    styles = {line.get_label(): line.get_linestyle() for line in ax.lines if len(line.get_xdata())}  # drawn, not legend-only
     assert [styles[s] for s in _legend(ax)] == ["--", "--", "--", "-", "-", "-"]
     looks = [(matplotlib.colors.to_hex(line.get_color()), line.get_linestyle()) for line in ax.lines
              if line.get_label() in _legend(ax)]
@@ -186,6 +187,9 @@ def test_roofline_draws_only_kernels_with_a_rate_and_an_intensity():
     assert [(line.get_xdata()[0], line.get_ydata()[0]) for line in ax.lines if line.get_marker() == "o"] == [(100.0, 1000.0)]
     # the view holds every point with room for its label: from a third of the slowest to 4x the fastest
     assert ax.get_ylim()[0] <= 1000.0 / 3 and ax.get_ylim()[1] == pytest.approx(4000.0)
+    # and the compute roof, above slow kernels' points (01's roofline once stopped at 0.8 TFLOP/s)
+    slow = helpers.roofline(H100, [_m("add", 1.0, flops=1e8, bytes=1.2e9)]).axes[0]
+    assert slow.get_ylim()[1] == pytest.approx(2 * H100.peak_fp32_tflops)
     crawling = _m("crawling", 1.0, flops=1e5, bytes=1e3)  # 1e-4 TFLOP/s: far below every roof
     assert helpers.roofline(H100, [kept, crawling]).axes[0].get_ylim() == (pytest.approx(1e-4 / 3), pytest.approx(4000.0))
 
@@ -275,10 +279,23 @@ def test_versus_baseline_says_what_it_compares():
     colours = [matplotlib.colors.to_hex(b.get_facecolor()) for b in ax.patches]
     assert colours[0] != colours[1], "the baseline's bar stands out"
     assert ax.get_xlabel() == "TFLOP/s" and ax.get_title() == "Against cuBLAS\n(recorded on Test GPU, 2026-11-22)"
-    assert ax.get_xlim() == (0, pytest.approx(1350.0))  # from zero, with room for the longest bar's text
+    assert ax.get_xlim() == (0, pytest.approx(1450.0))  # from zero, with room for the longest bar's text
     assert all(t.get_va() == "center" for t in ax.texts)
     with pytest.raises(ValueError, match="baseline 'cuBLAS' has no result"):
         helpers.versus_baseline(kernels, _m("cuBLAS", 1.0))  # a time but no rate
+
+
+def test_versus_baseline_marks_the_baseline_of_each_kernels_own_rounds():
+    """Timed interleaved, each bar carries its cuBLAS of the same rounds; cuBLAS's separate bar,
+    which no ratio used, is left out."""
+    kernels = [_m("a", 2.0, flops=1e12, versus="cuBLAS", ratio=1.02, baseline_ms=2.04),
+               _m("b", 1.0, flops=1e12, versus="cuBLAS", ratio=0.5)]  # an older record: ratio x ms
+    ax = helpers.versus_baseline(kernels, _m("cuBLAS", 1.9, flops=1e12)).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
+    (ticks,) = [line for line in ax.lines if line.get_marker() == "|"]
+    assert list(ticks.get_xdata()) == [pytest.approx(1e12 / 2.04e-3 / 1e12), pytest.approx(1e12 / 0.5e-3 / 1e12)]
+    assert ax.texts[0].get_text().strip() == "500.0 TFLOP/s (102% of 490.2)"
+    assert ax.get_legend().get_texts()[0].get_text() == "cuBLAS, timed in the same rounds"
 
 
 def test_sweep_says_what_it_measures():

@@ -18,9 +18,9 @@ from conftest import H100
 FLOP, BYTES, MS = 4e12, 6e9, 2.0
 
 
-def _m(name, ms, flops=None, bytes=None, rel_err=None):
+def _m(name, ms, flops=None, bytes=None, rel_err=None, **kw):
     return helpers.Measurement(name, ms=ms, flops=flops, bytes=bytes, rel_err=rel_err, source="recorded",
-                               gpu="Test GPU", date="2026-11-22", tvm="0.27.0.post1")
+                               gpu="Test GPU", date="2026-11-22", tvm="0.27.0.post1", **kw)
 
 
 def test_rates_from_time_flop_and_bytes():
@@ -55,23 +55,43 @@ def _columns(text):
 
     lines = text.splitlines()
     spans = [m.span() for m in re.finditer(r"-+", lines[1])]
-    cells = [[line[a:b].strip() for a, b in spans] for line in lines]
+    cells = [[line[a:b].strip() for a, b in spans] for line in lines if not line.startswith("(every row: ")]
     return [dict(zip(cells[0], row)) for row in cells[2:]]
 
 
 def test_table_values_against_cublas():
     kernel = _m("tiled", MS, flops=FLOP, bytes=BYTES, rel_err=3e-7)
     cublas = _m("cuBLAS", 0.5, flops=FLOP)  # 8,000 TFLOP/s: the kernel reaches 25% of it
-    rows = _columns(helpers.table([kernel, cublas], baseline=cublas))
+    text = helpers.table([kernel, cublas], baseline=cublas)
+    rows = _columns(text)
     assert rows[0] == {"kernel": "tiled", "ms": "2.0000", "TFLOP/s": "2,000.00", "GB/s": "3,000",
-                       "rel. error": "3.0e-07", "vs baseline": "25%", "source": "recorded 2026-11-22"}
+                       "rel. error": "3.0e-07", "vs baseline": "25% of 0.5000 ms"}
     assert rows[1]["TFLOP/s"] == "8,000.00" and rows[1]["vs baseline"] == "100%"
+    assert text.splitlines()[-1] == "(every row: recorded 2026-11-22)"  # one source, said once
+
+
+def test_an_interleaved_ratio_is_shown_beside_the_baseline_time_of_its_own_rounds():
+    """Not beside cuBLAS's separate timing, which no ratio used: that row is left out."""
+    cublas = _m("cuBLAS", 0.5, flops=FLOP)
+    a = _m("a", MS, flops=FLOP, versus="cuBLAS", ratio=0.3, baseline_ms=0.61)
+    old = _m("old record", MS, flops=FLOP, versus="cuBLAS", ratio=0.25)  # before baseline_ms was kept
+    rows = _columns(helpers.table([a, old, cublas], baseline=cublas))
+    assert [(r["kernel"], r["vs baseline"]) for r in rows] == [("a", "30% of 0.6100 ms"), ("old record", "25% of ~0.5000 ms")]
+    mixed = _columns(helpers.table([a, _m("b", MS, flops=FLOP), cublas], baseline=cublas))
+    assert [(r["kernel"], r["vs baseline"]) for r in mixed] == [
+        ("a", "30% of 0.6100 ms"), ("b", "25% of 0.5000 ms"), ("cuBLAS", "100%")]
+
+
+def test_no_share_of_a_baseline_of_another_problem_size():
+    big = _m("cuBLAS 4096^3", 0.5, flops=FLOP)
+    row, _ = _columns(helpers.table([_m("512^3", MS, flops=FLOP / 512), big], baseline=big))
+    assert row["vs baseline"] == ""
 
 
 def test_table_values_against_the_copy_ceiling():
     add = _m("add", 0.5, bytes=1.5e9)  # 3,000 GB/s against a 4,000 GB/s copy: 75%
     (row,) = _columns(helpers.table([add], ceiling_gbps=4000.0))
-    assert row["GB/s"] == "3,000" and row["vs baseline"] == "75% of copy"
+    assert (row["GB/s"], row["vs baseline"]) == ("3,000", "75% of copy 4,000 GB/s")
 
 
 def _points(ax):
@@ -84,10 +104,13 @@ def test_roofline_coordinates():
     fig = helpers.roofline(H100, [matmul, add], measured_bandwidth=3000.0, measured_compute={"cuBLAS fp32": 51.6})
     ax = fig.axes[0]
     assert _points(ax) == [(pytest.approx(4e12 / 6e9), pytest.approx(2000.0)), (pytest.approx(1 / 12), pytest.approx(1.0))]
-    theoretical, _legend_only, measured, cublas = ax.lines[:4]
-    x = theoretical.get_xdata()
-    # the theoretical roof: DRAM bandwidth in TB/s times intensity, capped at the fp32 peak
-    np.testing.assert_allclose(theoretical.get_ydata(), np.minimum(3.352 * x, H100.peak_fp32_tflops))
+    peak, slope, measured, cublas = ax.lines[:4]
+    # the theoretical roof: DRAM bandwidth in TB/s times intensity, up to the fp32 peak, then flat
+    np.testing.assert_allclose(slope.get_ydata(), 3.352 * slope.get_xdata())
+    assert max(slope.get_ydata()) <= H100.peak_fp32_tflops < 3.352 * max(slope.get_xdata()) * 1.04
+    assert set(peak.get_ydata()) == {H100.peak_fp32_tflops} and min(peak.get_xdata()) * 3.352 >= H100.peak_fp32_tflops
+    assert max(peak.get_xdata()) == pytest.approx(1e4)
+    x = measured.get_xdata()
     # the measured roof: 3,000 GB/s = 3 TFLOP/s per FLOP/byte, capped at the highest measured or peak compute
     np.testing.assert_allclose(measured.get_ydata(), np.minimum(3.0 * x, max(H100.peak_fp32_tflops, 51.6)))
     assert list(cublas.get_ydata()) == [51.6, 51.6]
@@ -132,8 +155,7 @@ def test_table_rows_for_missing_live_and_bare_measurements():
     rows = _columns(helpers.table([missing, live, bare]))
     assert rows == [
         {"kernel": "gone", "ms": "-", "TFLOP/s": "-", "GB/s": "-", "rel. error": "-", "vs baseline": "-", "source": "no record"},
-        {"kernel": "live one", "ms": "2.0000", "TFLOP/s": "2,000.00", "GB/s": "", "rel. error": "", "vs baseline": "",
-         "source": "live"},
+        {"kernel": "live one", "ms": "2.0000", "TFLOP/s": "2,000.00", "GB/s": "", "rel. error": "", "vs baseline": "", "source": "live"},
         {"kernel": "bare", "ms": "1.5000", "TFLOP/s": "", "GB/s": "", "rel. error": "", "vs baseline": "",
          "source": "recorded 2026-11-22"}]
     # a baseline without a result, or a kernel without a rate, compares with nothing
