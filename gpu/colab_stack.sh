@@ -61,8 +61,12 @@ install_stack() {
   tar -C "$stack/cuda" -xJf "$payload/include-12.8.tar.xz"
   tar -C "$stack/cuda" -xJf "$payload/nvrtc-12.8.93.tar.xz"
   # Every Python process (the notebooks' kernels too) notes at exit which libnvrtc it had loaded.
+  # cuda-pathfinder looks in site-packages' nvidia/cu13/lib before nvidia/cuda_nvrtc/lib, and this
+  # machine's torch (cu130) brings a libnvrtc.so.13 there; Colab's torch (cu128) brings none, so on
+  # Colab it finds NVRTC 12.8. Load 12.8 first in every process: pathfinder takes a loaded one.
   cat > "$stack/site/sitecustomize.py" <<'PY'
-import atexit, os, sys
+import atexit, ctypes, os, sys
+ctypes.CDLL("/tmp/colab-stack/cuda/lib64/libnvrtc.so.12", mode=os.RTLD_GLOBAL)
 def _note_nvrtc():
     try:
         libs = sorted({line.split()[-1] for line in open("/proc/self/maps") if "libnvrtc" in line})
@@ -102,6 +106,8 @@ run() {
     echo "# NVRTC 12.8 ($(grep nvrtc "$payload/VERSIONS" | paste -sd' ')), cuda-bindings 12.9.7, cuda-pathfinder 1.6.0, the CUDA 12.8"
     echo "# headers of $(grep -v -e nvrtc -e bindings -e pathfinder "$payload/VERSIONS" | paste -sd' ') in CUDA_PATH=$stack/cuda;"
     echo "# TVM's runtime on libcudart 13 as on Colab; nvcc (PTX, ptxas reports) is the machine's own."
+    echo "# libnvrtc.so.12 is loaded first in every process (sitecustomize): this machine's torch cu130 has a"
+    echo "# libnvrtc.so.13 where cuda-pathfinder looks first, Colab's torch cu128 has none."
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
     echo "tree: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo 'working tree copy (no .git)')"
