@@ -13,7 +13,8 @@
 #    three runs that send .gpu/1, .gpu/2, .gpu/3), send .gpu/colab along and run
 #      bash gpu/colab_stack.sh run notebooks/05*.ipynb notebooks/06*.ipynb
 #      bash gpu/colab_stack.sh run notebooks/07*.ipynb
-#    (two runs: together they take about ten minutes there, a run's limit). Each run unpacks the
+#    (two runs: together they take about ten minutes there, a run's limit; prefix COURSE_COMMIT=<the
+#    commit sent>, as the device's copy of .git may be stale). Each run unpacks the
 #    stack into /tmp/colab-stack (once per machine), checks that TVM compiles and runs a kernel on
 #    the GPU with NVRTC 12.8, runs the notebooks under nbval, and writes its log, headed by the GPU,
 #    date, TVM version, the NVRTC loaded and the command, to $OUT (else logs/) as
@@ -110,7 +111,7 @@ run() {
     echo "# libnvrtc.so.13 where cuda-pathfinder looks first, Colab's torch cu128 has none."
     echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
-    echo "tree: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo 'working tree copy (no .git)')"
+    echo "tree: ${COURSE_COMMIT:-$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo 'working tree copy (no .git)')}"
   } > "$log" 2>&1
   python3 - >> "$log" 2>&1 <<'PY' || { cat "$log"; echo "the stack check failed: see above" >&2; exit 4; }
 import re, tvm, numpy as np
