@@ -9,6 +9,7 @@ recorded on a GPU, labelled as recorded, or says plainly that there is none.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import statistics
 
@@ -44,6 +45,10 @@ class Measurement:
     versus: str | None = None  # the baseline this kernel was timed interleaved with (its name)
     ratio: float | None = None  # median over those rounds of baseline ms / this ms (1.0: as fast)
     baseline_ms: float | None = None  # the baseline's median over those same rounds: what `ratio` divides
+    # which bytes `bytes` counts: None, the minimal DRAM traffic (every array once); "requested",
+    # what the schedule asks global memory for (03 and 04: caches serve the repeats, so GB/s can
+    # pass the DRAM peak). GB/s and intensity say which; a course-wide chart uses `at_minimal_traffic`
+    traffic: str | None = None
 
     @property
     def tflops(self) -> float | None:
@@ -55,8 +60,18 @@ class Measurement:
 
     @property
     def intensity(self) -> float | None:
-        """Arithmetic intensity: FLOP per byte of (minimal) DRAM traffic."""
+        """Arithmetic intensity: FLOP per byte of the traffic `bytes` counts (see `traffic`)."""
         return self.flops / self.bytes if self.flops and self.bytes else None
+
+    def at_minimal_traffic(self) -> "Measurement":
+        """This measurement with `bytes` the minimal DRAM traffic (each array read or written once,
+        from `shape` and `dtype`), for a chart that puts kernels of several notebooks on one axis."""
+        if self.traffic != "requested":
+            return self
+        if not self.shape or not self.dtype:
+            raise ValueError(f"{self.name}: no shape and dtype to count its minimal traffic from")
+        size = np.dtype(self.dtype).itemsize
+        return dataclasses.replace(self, bytes=float(sum(math.prod(s) for s in self.shape) * size), traffic=None)
 
     @property
     def ok(self) -> bool:
@@ -88,7 +103,7 @@ class Measurement:
         if self.tflops is not None:
             parts.append(f"{self.tflops:,.2f} TFLOP/s")
         if self.gbps is not None and (self.tflops is None or self.gbps > 1):
-            parts.append(f"{self.gbps:,.0f} GB/s")
+            parts.append(f"{self.gbps:,.0f} GB/s" + (" requested" if self.traffic == "requested" else ""))
         return ", ".join(parts)
 
     def label(self) -> str:
@@ -293,7 +308,7 @@ class Session:
 
     def measure(self, name: str, kernel, args, expected=None, *, flops=None, bytes=None,
                 tol: float = 1e-5, repeat: int = 20, out: int = -1, params: dict | None = None,
-                baseline: Measurement | None = None, quiet: bool = False) -> Measurement:
+                baseline: Measurement | None = None, quiet: bool = False, traffic: str | None = None) -> Measurement:
         """Build, check against `expected` (if given), time; or show the recorded result.
 
         `args` are NumPy arrays for every buffer of the kernel in order, outputs included (an
@@ -305,6 +320,8 @@ class Session:
         """
         if not isinstance(repeat, int) or repeat <= 0:
             raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+        if traffic not in (None, "requested"):
+            raise ValueError(f"traffic is None (bytes = the minimal DRAM traffic) or 'requested', got {traffic!r}")
         check_args(kernel, args)
         shape = [list(a.shape) for a in args]
         dtype = str(args[0].dtype)
@@ -331,7 +348,7 @@ class Session:
                 times, base_times, ratio = baselines.interleaved(
                     lambda: time_function(ex.mod, dev, dev_args, repeat=1, warmup=0)[0], self._rounds[versus], repeat)
             m = self._finish(self._new(name, statistics.median(times), rel_err=err, flops=flops, bytes=bytes,
-                                       shape=shape, dtype=dtype, params=params, versus=versus, ratio=ratio,
+                                       shape=shape, dtype=dtype, params=params, versus=versus, ratio=ratio, traffic=traffic,
                                        baseline_ms=statistics.median(base_times) if base_times else None))
         if not quiet:
             print(m)

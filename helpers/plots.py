@@ -77,8 +77,9 @@ def place_labels(ax, points, names, avoid=(), unnamed=()) -> None:
 
 def _to_label(points, labels):
     """Which points get a name on the roofline. "auto": all of them when there are at most 8;
-    otherwise only the fastest kernel of each notebook and each cuBLAS baseline (once per name),
-    the others being dots in their notebook's colour. "all", "none", or a set of names."""
+    otherwise only the fastest kernel of each notebook (cuBLAS's runs stay unnamed dots: its roofs
+    are in the legend), the others being dots in their notebook's colour. "all", "none", or a set
+    of names."""
     if labels == "all" or (labels == "auto" and len(points) <= 8):
         return list(points)
     if labels == "none":
@@ -87,9 +88,10 @@ def _to_label(points, labels):
         return [p for p in points if p.name in set(labels)]
     best = {}
     for p in points:
-        key = ("cuBLAS", p.name) if p.name.startswith("cuBLAS") else ("notebook", p.notebook)
-        if key not in best or p.tflops > best[key].tflops:
-            best[key] = p
+        if p.name.startswith("cuBLAS"):
+            continue
+        if p.notebook not in best or p.tflops > best[p.notebook].tflops:
+            best[p.notebook] = p
     chosen = {id(p) for p in best.values()}
     return [p for p in points if id(p) in chosen]
 
@@ -130,9 +132,11 @@ def roofline(spec: GpuSpec, points: list[Measurement] = (), *, measured_bandwidt
     pts = [q for q in points if q.ok and q.intensity and q.tflops]
     notebooks = sorted({p.notebook for p in pts})
     by_notebook = len(notebooks) > 1
+    requested = [p for p in pts if p.traffic == "requested"]
     for k, p in enumerate(pts):
         color = f"C{(notebooks.index(p.notebook) + 5) % 10}" if by_notebook else f"C{(k + 5) % 10}"
-        ax.plot(p.intensity, p.tflops, "o", color=color, ms=7 if not by_notebook else 5)
+        hollow = dict(mfc="none", mew=1.5) if requested and len(requested) < len(pts) and p in requested else {}
+        ax.plot(p.intensity, p.tflops, "o", color=color, ms=7 if not by_notebook else 5, **hollow)
     if by_notebook:
         for n in notebooks:
             count = sum(p.notebook == n for p in pts)
@@ -140,7 +144,12 @@ def roofline(spec: GpuSpec, points: list[Measurement] = (), *, measured_bandwidt
                     label=f"{n or 'other'}: {count} kernel{'s' if count > 1 else ''}")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte of DRAM traffic)")
+    if not requested:
+        ax.set_xlabel("arithmetic intensity (FLOP per byte of minimal DRAM traffic)")
+    elif len(requested) == len(pts):  # caches serve the repeats: a point may sit above the DRAM slope
+        ax.set_xlabel("arithmetic intensity (FLOP per byte requested from global memory)")
+    else:
+        ax.set_xlabel("FLOP per byte: of minimal DRAM traffic (filled), requested from global memory (hollow)")
     ax.set_ylabel("TFLOP/s")
     _title(ax, title or f"Roofline of {spec.name}", _source_note(pts))
     ax.grid(True, which="both", alpha=0.3)
@@ -151,9 +160,18 @@ def roofline(spec: GpuSpec, points: list[Measurement] = (), *, measured_bandwidt
         shown = sorted(_to_label(pts, labels), key=lambda p: -p.tflops)
         renderer = fig.canvas.get_renderer()
         place_labels(ax, [(p.intensity, p.tflops) for p in shown], [p.name for p in shown],
-                     avoid=[legend.get_window_extent(renderer)],
+                     avoid=[legend.get_window_extent(renderer)] + _bands(ax, (measured_compute or {}).values()),
                      unnamed=[(p.intensity, p.tflops) for p in pts if p not in shown])
     return fig
+
+
+def _bands(ax, levels) -> list:
+    """Thin boxes along horizontal roofs (display coordinates), so that no label is struck through."""
+    from matplotlib.transforms import Bbox
+
+    box = ax.get_window_extent()
+    return [Bbox.from_extents(box.x0, y - 3, box.x1, y + 3)
+            for y in (ax.transData.transform((1.0, level))[1] for level in levels)]
 
 
 def versus_baseline(points: list[Measurement], baseline: Measurement, *, title: str | None = None, ax=None):
@@ -177,11 +195,10 @@ def versus_baseline(points: list[Measurement], baseline: Measurement, *, title: 
         ax.text(max(v, rounds[i] or 0) if i < len(pts) else v, i, text, va="center", fontsize=8)
     ticks = [(r, i) for i, r in enumerate(rounds) if r]
     if ticks:
-        ax.plot([r for r, _ in ticks], [i for _, i in ticks], "|", color="C3", ms=16, mew=2,
-                label=f"{baseline.name}, timed in the same rounds")
-        ax.legend(loc="lower right", fontsize=8)
+        ax.plot([r for r, _ in ticks], [i for _, i in ticks], "|", color="C3", ms=16, mew=2)
     ax.invert_yaxis()
-    ax.set_xlabel("TFLOP/s")
+    # said under the axis rather than in a legend, which could cover a bar
+    ax.set_xlabel(f"TFLOP/s (red tick: {baseline.name}, timed in the same rounds)" if ticks else "TFLOP/s")
     ax.set_xlim(0, max(values + [r for r, _ in ticks]) * 1.45)
     _title(ax, title or f"Against {baseline.name}", _source_note(pts + [baseline]))
     return fig
@@ -264,14 +281,19 @@ def table(measurements: list[Measurement], baseline: Measurement | None = None, 
         if of == "own":
             of = f"{baseline.ms:.4f} ms"
         vs = f"{share:.0%}" + (f" of {of}" if of else "") if share is not None else ""
+        gbps = f"{m.gbps:,.0f}" + (" req." if m.traffic == "requested" else "") if m.gbps else ""
         rows.append((
-            m.name, f"{m.ms:.4f}", f"{m.tflops:,.2f}" if m.tflops else "", f"{m.gbps:,.0f}" if m.gbps else "",
+            m.name, f"{m.ms:.4f}", f"{m.tflops:,.2f}" if m.tflops else "", gbps,
             f"{m.rel_err:.1e}" if m.rel_err is not None else "", vs, "live" if m.source == "live" else f"recorded {m.date}",
         ))
+    notes = []
+    if any(m.ok and m.gbps and m.traffic == "requested" for m in measurements):
+        notes.append("(GB/s req.: bytes the kernel requests from global memory, repeats included; "
+                     "other GB/s: minimal DRAM traffic)")
     sources = {r[-1] for r in rows[1:]}
     if len(sources) == 1:
-        return text_table([r[:-1] for r in rows]) + f"\n(every row: {sources.pop()})"
-    return text_table(rows)
+        return "\n".join([text_table([r[:-1] for r in rows]), f"(every row: {sources.pop()})", *notes])
+    return "\n".join([text_table(rows), *notes])
 
 
 def _share(m: Measurement, baseline: Measurement | None, ceiling_gbps: float | None):

@@ -55,7 +55,7 @@ def _columns(text):
 
     lines = text.splitlines()
     spans = [m.span() for m in re.finditer(r"-+", lines[1])]
-    cells = [[line[a:b].strip() for a, b in spans] for line in lines if not line.startswith("(every row: ")]
+    cells = [[line[a:b].strip() for a, b in spans] for line in lines if not line.startswith("(")]
     return [dict(zip(cells[0], row)) for row in cells[2:]]
 
 
@@ -182,3 +182,23 @@ def test_charts_say_where_and_when_their_numbers_come_from():
     assert note([day("2026-11-22"), day("2026-11-24", source="live", gpu="H")]) == \
         "recorded on G, 2026-11-22; live on H, 2026-11-24"
     assert note([helpers.Measurement("gone", ms=None, source="missing", gpu="X", date="2026-01-01")]) == ""
+
+
+def test_requested_bytes_say_so_and_never_share_a_column_or_axis_unmarked():
+    """03 and 04 count the bytes a schedule requests (caches serve the repeats), the rest the minimal
+    DRAM traffic: the table marks which, the roofline says it on its axis or draws them hollow."""
+    shape = [[64, 32], [32, 16], [64, 16]]
+    tiled = _m("tiled", MS, flops=FLOP, bytes=BYTES, traffic="requested", shape=shape, dtype="float32")
+    plain = _m("plain", MS, flops=FLOP, bytes=BYTES)
+    text = helpers.table([tiled, plain])
+    assert [r["GB/s"] for r in _columns(text)] == ["3,000 req.", "3,000"] and "requests from global memory" in text
+    assert "GB/s requested" in tiled.rate() and "req" not in plain.rate() and "req" not in helpers.table([plain])
+    minimal = tiled.at_minimal_traffic()
+    assert minimal.bytes == 4 * (64 * 32 + 32 * 16 + 64 * 16) and minimal.traffic is None and plain.at_minimal_traffic() is plain
+    assert helpers.roofline(H100, [tiled]).axes[0].get_xlabel() == \
+        "arithmetic intensity (FLOP per byte requested from global memory)"
+    mixed = helpers.roofline(H100, [tiled, plain]).axes[0]
+    assert "hollow" in mixed.get_xlabel()
+    assert [line.get_markerfacecolor() for line in mixed.lines if line.get_marker() == "o"][0] == "none"
+    with pytest.raises(ValueError, match="no shape and dtype"):
+        _m("bare", MS, flops=FLOP, bytes=BYTES, traffic="requested").at_minimal_traffic()
