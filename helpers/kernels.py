@@ -150,9 +150,9 @@ def cuda_source(kernel, target=None, full: bool = False) -> str:
     return body.strip() + "\n"
 
 
-def cuda_listing(kernel, lines: int = 40, target=None) -> str:
-    """The generated CUDA, shortened to read (see `fold_repeated_lines`)."""
-    return fold_repeated_lines(cuda_source(kernel, target), lines)
+def cuda_listing(kernel, lines: int = 40, target=None, wraps: int = 1) -> str:
+    """The generated CUDA, shortened to read (see `fold_repeated_lines`; `wraps` as in `fit_listing`)."""
+    return fold_repeated_lines(cuda_source(kernel, target), lines, wraps=wraps)
 
 
 def tir_listing(kernel, lines: int = 40) -> str:
@@ -162,7 +162,7 @@ def tir_listing(kernel, lines: int = 40) -> str:
     return fit_listing(mod.script(indent_spaces=2), lines, comment="#")
 
 
-def fold_repeated_lines(text: str, lines: int = 40, width: int = WIDTH) -> str:
+def fold_repeated_lines(text: str, lines: int = 40, width: int = WIDTH, wraps: int = 1) -> str:
     """Show a run of consecutive lines that differ only in their numbers (unrolled code) as its
     first line plus a count, then shorten the result as in `fit_listing`."""
     out, prev = [], None
@@ -174,15 +174,15 @@ def fold_repeated_lines(text: str, lines: int = 40, width: int = WIDTH) -> str:
             out.append([line, 0])
         prev = shape
     folded = [line + (f"  // ... and {n} more like it" if n else "") for line, n in out]
-    return fit_listing("\n".join(folded), lines, width)
+    return fit_listing("\n".join(folded), lines, width, wraps=wraps)
 
 
-def fit_listing(text: str, lines: int = 40, width: int = WIDTH, comment: str = "//") -> str:
+def fit_listing(text: str, lines: int = 40, width: int = WIDTH, comment: str = "//", wraps: int = 1) -> str:
     """At most `lines` lines of at most `width` characters, so a listing reads on a slide and on
-    GitHub without scrolling: a long line wraps once (a longer one is cut, ending in " ..."), and
-    when the listing is longer, its last line counts the lines left out."""
+    GitHub without scrolling: a long line wraps onto at most `wraps` more lines (a longer one is
+    cut, ending in " ..."), and when the listing is longer, its last line counts the lines left out."""
     rows = text.splitlines()
-    pieces = [_wrap(row, width) for row in rows]
+    pieces = [_wrap(row, width, wraps) for row in rows]
     if sum(map(len, pieces)) <= lines:
         return "\n".join(line for piece in pieces for line in piece)
     out = []
@@ -193,18 +193,46 @@ def fit_listing(text: str, lines: int = 40, width: int = WIDTH, comment: str = "
     return "\n".join(out)
 
 
-def _wrap(line: str, width: int) -> list[str]:
-    """One line as one or two lines of at most `width` characters: broken at the last space that
-    fits, the rest indented four more; cut with " ..." if it is still too long."""
+def _wrap(line: str, width: int, wraps: int = 1) -> list[str]:
+    """One line as at most 1 + `wraps` lines of at most `width` characters: broken at the last
+    space that fits, the rest indented four more; cut with " ..." if it is still too long."""
     if len(line) <= width:
         return [line]
     indent = len(line) - len(line.lstrip())
-    cut = line.rfind(" ", indent + 1, width + 1)
-    cut = cut if cut > indent else width
-    rest = " " * (indent + 4) + line[cut:].lstrip()
-    if len(rest) > width:
-        rest = rest[: width - 4] + " ..."
-    return [line[:cut].rstrip(), rest]
+    out, more = [], " " * (indent + 4)
+    while len(line) > width and len(out) < wraps:
+        start = len(more) if out else indent
+        cut = line.rfind(" ", start + 1, width + 1)
+        cut = cut if cut > start else width
+        out.append(line[:cut].rstrip())
+        line = more + line[cut:].lstrip()
+    if len(line) > width:
+        line = line[: width - 4] + " ..."
+    return out + [line]
+
+
+def excerpt(text: str, pattern: str, context: int = 0, lines: int = 40, width: int = WIDTH,
+            comment: str = "//") -> str:
+    """The lines of a listing too long to show whole that match the regular expression `pattern`,
+    each with `context` lines either side, in order: what the prose points at. A run of lines left
+    out shows as one line, `// ... (n lines)`, indented as its first line; the result is shortened
+    as in `fit_listing`."""
+    rows = text.splitlines()
+    keep = set()
+    for n, row in enumerate(rows):
+        if re.search(pattern, row):
+            keep.update(range(max(0, n - context), min(len(rows), n + context + 1)))
+    out, n = [], 0
+    while n < len(rows):
+        if n in keep:
+            out.append(rows[n])
+            n += 1
+            continue
+        end = next((m for m in range(n, len(rows)) if m in keep), len(rows))
+        indent = rows[n][: len(rows[n]) - len(rows[n].lstrip())]
+        out.append(f"{indent}{comment} ... ({end - n} line{'s' if end - n > 1 else ''})")
+        n = end
+    return fit_listing("\n".join(out), lines, width, comment)
 
 
 def nvcc_path() -> str | None:

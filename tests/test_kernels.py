@@ -110,6 +110,28 @@ def test_listings_fit_a_slide():
     assert len(many) == 40 and many[-1] == "# ... (61 more lines)" and many[-2] == "line 38"
 
 
+def test_a_long_line_wraps_as_often_as_asked():
+    statement = "  B[i] = " + " + ".join(f"A[i + {k}]" for k in range(30))  # about 370 characters
+    once = kernels.fit_listing(statement).splitlines()
+    assert len(once) == 2 and once[1].endswith(" ...")  # the default: wrapped once, then cut
+    whole = kernels.fit_listing(statement, wraps=3).splitlines()
+    assert len(whole) == 4 and all(len(line) <= 120 for line in whole)
+    assert whole[0] == once[0] and all(line.startswith("      ") for line in whole[1:])
+    assert " ".join(line.strip() for line in whole) == statement.strip()  # nothing lost, nothing cut
+
+
+def test_an_excerpt_shows_the_named_lines_and_counts_the_rest():
+    kernel = "\n".join(["void k() {", "  int a = 0;", "  int b = 1;", "  for (int i = 0; i < 4; ++i) {",
+                        "    wmma::mma_sync(c, a, b, c);", "    int d = 2;", "  }", "  wmma::store(c);", "}"])
+    assert kernels.excerpt(kernel, r"wmma::").splitlines() == [
+        "// ... (4 lines)", "    wmma::mma_sync(c, a, b, c);", "    // ... (2 lines)", "  wmma::store(c);", "// ... (1 line)"]
+    assert kernels.excerpt(kernel, r"mma_sync", context=1).splitlines() == [
+        "// ... (3 lines)", "  for (int i = 0; i < 4; ++i) {", "    wmma::mma_sync(c, a, b, c);", "    int d = 2;",
+        "  // ... (3 lines)"]
+    assert kernels.excerpt(kernel, r"void|\{|\}", context=9) == kernel  # every line kept: no marker
+    assert kernels.excerpt(kernel, r"int", lines=3).splitlines()[-1] == "// ... (5 more lines)"  # then fit_listing
+
+
 def test_tensorir_listing_indents_by_two(vector_add):
     listing = kernels.tir_listing(vector_add)
     full = vector_add.mod.script() if hasattr(vector_add, "mod") else vector_add.script()
