@@ -84,19 +84,30 @@ class Measurement:
         for the same problem (the same FLOP count): a 512^3 kernel is not a share of a 4096^3 cuBLAS."""
         if baseline is None or not self.ok or not baseline.ok:
             return None
-        if self.versus is not None and self.versus == baseline.name and self.ratio:
+        if self.timed_with(baseline):
             return self.ratio
         if not (self.tflops and baseline.tflops) or self.flops != baseline.flops:
             return None
         return self.tflops / baseline.tflops
 
+    def timed_with(self, baseline: "Measurement | None") -> bool:
+        """Whether this kernel was timed in rounds interleaved with `baseline` (so `ratio` is against it)."""
+        return bool(self.ok and baseline is not None and self.versus is not None and self.versus == baseline.name
+                    and self.ratio)
+
+    @property
+    def rounds_baseline_ms(self) -> float | None:
+        """The baseline's time in this kernel's interleaved rounds, the time `ratio` divided: recorded
+        (`baseline_ms`), or for records older than it worked out as ratio x ms; None if timed alone."""
+        if not (self.ok and self.versus and self.ratio):
+            return None
+        return self.baseline_ms or self.ms * self.ratio
+
     def baseline_in_rounds(self, baseline: "Measurement") -> "Measurement":
-        """`baseline` as it ran in this kernel's own interleaved rounds, the time `ratio` divided
-        (records older than `baseline_ms`: ratio x ms); `baseline` itself when not timed together.
-        Show this beside the ratio, not the baseline's separate timing, which drifts by +-5%."""
-        if not (self.ok and baseline is not None and self.versus == baseline.name and self.ratio):
-            return baseline
-        return dataclasses.replace(baseline, ms=self.baseline_ms or self.ms * self.ratio)
+        """`baseline` as it ran in this kernel's own interleaved rounds (`rounds_baseline_ms`);
+        `baseline` itself when not timed together. Show this beside the ratio, not the baseline's
+        separate timing, which drifts by +-5%."""
+        return dataclasses.replace(baseline, ms=self.rounds_baseline_ms) if self.timed_with(baseline) else baseline
 
     def rate(self) -> str:
         parts = []

@@ -301,8 +301,8 @@ def _share(m: Measurement, baseline: Measurement | None, ceiling_gbps: float | N
     if not m.ok:
         return None, None
     if (share := m.of(baseline)) is not None:
-        if m.versus is not None and m.versus == baseline.name and m.ratio:
-            return share, f"{m.baseline_ms:.4f} ms" if m.baseline_ms else f"~{m.ms * m.ratio:.4f} ms"
+        if m.timed_with(baseline):
+            return share, f"{'' if m.baseline_ms else '~'}{m.rounds_baseline_ms:.4f} ms"
         return share, "own"
     if ceiling_gbps and m.gbps:
         return m.gbps / ceiling_gbps, f"copy {ceiling_gbps:,.0f} GB/s"

@@ -12,6 +12,7 @@ output as the GPU run made it.
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 import time
@@ -29,7 +30,7 @@ def execute(path: Path, timeout: int, recorded_only: bool = False) -> tuple[floa
     error shows in that cell) and return the error's first line. `recorded_only`: save only the
     new outputs of `recorded-output` cells (and nothing on an error)."""
     committed = nbformat.read(path, as_version=4)
-    nb = nbformat.read(path, as_version=4)
+    nb = copy.deepcopy(committed)
     start = time.time()
     error = None
     try:
