@@ -7,6 +7,7 @@ into something to run or read.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
 import numbers
@@ -160,6 +161,43 @@ def tir_listing(kernel, lines: int = 40) -> str:
     spaces instead of four, and long lines and listings are shortened as in `fit_listing`."""
     mod = kernel.mod if isinstance(kernel, tvm.s_tir.Schedule) else kernel
     return fit_listing(mod.script(indent_spaces=2), lines, comment="#")
+
+
+def tir_diff(before, after, context: int = 1, lines: int = 40) -> str:
+    """What one schedule step changed in the TensorIR: the lines of `before`'s TVMScript that
+    `after` removed (`-`) and added (`+`), each change with `context` unchanged lines around it
+    and a run of unchanged lines shown as `  # ... (n lines)`. This is how a ladder shows a step
+    as the previous step plus its change: the few lines that moved, not the whole listing again."""
+    return _diff(_module(before).script(indent_spaces=2), _module(after).script(indent_spaces=2),
+                 context, lines, "#")
+
+
+def cuda_diff(before, after, context: int = 1, lines: int = 40, target=None) -> str:
+    """`tir_diff` for the generated CUDA: what a schedule step changed in the kernel TVM wrote."""
+    return _diff(cuda_source(before, target), cuda_source(after, target), context, lines, "//")
+
+
+def _diff(old: str, new: str, context: int, lines: int, comment: str) -> str:
+    a, b = old.splitlines(), new.splitlines()
+    out, shown = [], 0  # shown: the lines of `a` up to here are printed or counted
+
+    def skip(upto: int) -> None:
+        if upto > shown:
+            indent = a[shown][: len(a[shown]) - len(a[shown].lstrip())]
+            out.append(f"  {indent}{comment} ... ({upto - shown} line{'s' if upto - shown > 1 else ''})")
+
+    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context):
+        skip(group[0][1])
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                out += ["  " + row for row in a[i1:i2]]
+            else:
+                out += ["- " + row for row in a[i1:i2]] + ["+ " + row for row in b[j1:j2]]
+        shown = group[-1][2]
+    if not out:
+        return f"{comment} (no change)"
+    skip(len(a))
+    return fit_listing("\n".join(out), lines, comment=comment)
 
 
 def fold_repeated_lines(text: str, lines: int = 40, width: int = WIDTH, wraps: int = 1) -> str:

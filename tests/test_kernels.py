@@ -161,3 +161,26 @@ def test_cuda_listing_is_the_kernel_shortened_never_changed():
     short = helpers.cuda_listing(sch, lines=3).splitlines()
     # three lines in all, the note counting the rest among them
     assert short[:2] == listing[:2] and re.fullmatch(r"// \.\.\. \(\d+ more lines\)", short[2]) and len(short) == 3
+
+
+def test_tir_diff_shows_only_what_a_step_changed():
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def add_one(A: T.Buffer((1024,), "float32"), B: T.Buffer((1024,), "float32")):
+        for i in range(1024):
+            with T.sblock("B"):
+                vi = T.axis.spatial(1024, i)
+                B[vi] = A[vi] + T.float32(1)
+
+    before = tvm.s_tir.Schedule(add_one)
+    after = before.copy()
+    outer, inner = after.split(after.get_loops(after.get_sblock("B"))[0], [None, 128])
+    after.bind(outer, "blockIdx.x")
+    after.bind(inner, "threadIdx.x")
+    diff = helpers.tir_diff(before, after).splitlines()
+    assert "-     for i in range(1024):" in diff
+    assert '+     for i_0 in T.thread_binding(8, thread="blockIdx.x"):' in diff
+    assert diff[0].lstrip().startswith("# ... (") and "@I.ir_module" not in "\n".join(diff)
+    assert all(line[:2] in ("- ", "+ ", "  ") for line in diff)
+    assert helpers.tir_diff(after, after) == "# (no change)"
