@@ -163,13 +163,15 @@ def tir_listing(kernel, lines: int = 40) -> str:
     return fit_listing(mod.script(indent_spaces=2), lines, comment="#")
 
 
-def tir_diff(before, after, context: int = 1, lines: int = 40) -> str:
+def tir_diff(before, after, context: int = 1, lines: int = 40, indent: bool = True) -> str:
     """What one schedule step changed in the TensorIR: the lines of `before`'s TVMScript that
     `after` removed (`-`) and added (`+`), each change with `context` unchanged lines around it
     and a run of unchanged lines shown as `  # ... (n lines)`. This is how a ladder shows a step
-    as the previous step plus its change: the few lines that moved, not the whole listing again."""
+    as the previous step plus its change: the few lines that moved, not the whole listing again.
+    `indent=False` compares lines without their indentation (shown as `after` indents them), so
+    a step that adds a loop around a nest shows that loop, not the whole nest moved right."""
     return _diff(_module(before).script(indent_spaces=2), _module(after).script(indent_spaces=2),
-                 context, lines, "#")
+                 context, lines, "#", indent)
 
 
 def cuda_diff(before, after, context: int = 1, lines: int = 40, target=None) -> str:
@@ -177,8 +179,9 @@ def cuda_diff(before, after, context: int = 1, lines: int = 40, target=None) -> 
     return _diff(cuda_source(before, target), cuda_source(after, target), context, lines, "//")
 
 
-def _diff(old: str, new: str, context: int, lines: int, comment: str) -> str:
+def _diff(old: str, new: str, context: int, lines: int, comment: str, indent: bool = True) -> str:
     a, b = old.splitlines(), new.splitlines()
+    key = (lambda rows: rows) if indent else (lambda rows: [row.strip() for row in rows])
     out, shown = [], 0  # shown: the lines of `a` up to here are printed or counted
 
     def skip(upto: int) -> None:
@@ -186,11 +189,11 @@ def _diff(old: str, new: str, context: int, lines: int, comment: str) -> str:
             indent = a[shown][: len(a[shown]) - len(a[shown].lstrip())]
             out.append(f"  {indent}{comment} ... ({upto - shown} line{'s' if upto - shown > 1 else ''})")
 
-    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context):
+    for group in difflib.SequenceMatcher(None, key(a), key(b), autojunk=False).get_grouped_opcodes(context):
         skip(group[0][1])
         for tag, i1, i2, j1, j2 in group:
             if tag == "equal":
-                out += ["  " + row for row in a[i1:i2]]
+                out += ["  " + row for row in (a[i1:i2] if indent else b[j1:j2])]
             else:
                 out += ["- " + row for row in a[i1:i2]] + ["+ " + row for row in b[j1:j2]]
         shown = group[-1][2]

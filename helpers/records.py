@@ -144,8 +144,10 @@ def experiment_table(log: str, title: str) -> tuple[str, str, list[list[str]]]:
     except StopIteration:
         raise ValueError(f"{path.name} has no line containing {title!r}") from None
     end = lines.index("", start) if "" in lines[start:] else len(lines)
-    rule = lines[start + 2]
+    # the header follows the line found, or is that line (a table with no title line above it)
+    head = start if start + 1 < len(lines) and re.fullmatch(r"-[- ]*", lines[start + 1]) else start + 1
+    rule = lines[head + 1]
     columns = [m.start() for m in re.finditer(r"-+", rule)] + [None]
     rows = [[line[a:b].strip() for a, b in zip(columns, columns[1:])]
-            for line in lines[start + 1:end] if not line.startswith("--")]
+            for line in lines[head:end] if not line.startswith("--")]
     return lines[0].lstrip("# "), lines[start], rows

@@ -90,7 +90,7 @@ def test_01_count_the_blocks(tmp_path, capsys, answer, ok):
 
 COPY = solution(NB01, "Schedule the copy yourself")
 COPY_WRONG = {
-    "the helper the exercise forbids": 'my_copy = elementwise_schedule(Copy, "B", 128, vector=2)',
+    "two floats per thread, not vectorized": COPY.replace("my_copy.vectorize(i2)\n", ""),
     "the vector add, not the copy": COPY.replace("Copy", "VecAdd").replace('"B"', '"C"'),
     "a float4 per thread": COPY.replace("128, 2]", "128, 4]"),
     "256 threads per block": COPY.replace("128, 2]", "256, 2]"),
@@ -100,7 +100,7 @@ COPY_WRONG = {
 # ------------------------------------------------------------------ 02: shared bytes, a wider window
 
 NB02 = "02_window_sum"
-CONTEXT02 = ["helpers.start(", "class WindowSum", "def window_schedule("]
+CONTEXT02 = ["helpers.start(", "class WindowSum", "def shared_schedule("]
 WINDOW5 = solution(NB02, "A wider window")
 
 
@@ -113,8 +113,8 @@ def test_02_shared_bytes(tmp_path, capsys, answer, ok):
 
 WINDOW5_WRONG = {
     "two of the five points": WINDOW5.replace("A[vi] + A[vi + 1] + A[vi + 2] + A[vi + 3] + A[vi + 4]", "A[vi] + A[vi + 4]"),
-    "another tile size": WINDOW5.replace("per_thread=4", "per_thread=2"),
-    "the 3-point module scheduled": WINDOW5.replace("my_sch = window_schedule(WindowSum5", "my_sch = window_schedule(WindowSum"),
+    "another tile size": WINDOW5.replace("256, 4)", "256, 2)"),
+    "the 3-point module scheduled": WINDOW5.replace("my_sch = shared_schedule(WindowSum5", "my_sch = shared_schedule(WindowSum"),
 }
 
 
