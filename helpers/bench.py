@@ -129,6 +129,8 @@ class Measurement:
         err = f", rel. error {self.rel_err:.1e}" if self.rel_err is not None else ""
         rate = self.rate()
         line, where = f"{self.name}: {self.ms:.4f} ms{', ' + rate if rate else ''}{err}", f"[{self.label()}]"
+        if err and len(line) > 120:  # a long name: the error goes under the line, beside where it comes from
+            line, where = line[: -len(err)], f"{err[2:]}  {where}"
         # one line when it fits a slide's 120 characters; else where it comes from goes under it
         return f"{line}  {where}" if len(line) + 2 + len(where) <= 120 else f"{line}\n    {where}"
 

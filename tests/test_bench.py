@@ -276,7 +276,9 @@ def test_a_measurement_line_fits_120_characters_or_splits():
     over = m(fits.name + "k")
     assert str(over) == f"{over.name}: 1.0000 ms\n    {where}"
     assert str(dataclasses.replace(fits, rel_err=2.5e-7, flops=1e6, bytes=1.5e6)) == \
-        f"{fits.name}: 1.0000 ms, 0.00 TFLOP/s, 2 GB/s, rel. error 2.5e-07\n    {where}"
+        f"{fits.name}: 1.0000 ms, 0.00 TFLOP/s, 2 GB/s\n    rel. error 2.5e-07  {where}"  # still over 120: the error moves down
+    shorter = dataclasses.replace(fits, name="k" * 40, rel_err=2.5e-7, flops=1e6, bytes=1.5e6)
+    assert str(shorter) == f"{shorter.name}: 1.0000 ms, 0.00 TFLOP/s, 2 GB/s, rel. error 2.5e-07\n    {where}"
 
 
 # ---------------------------------------------------------------- a session's setting

@@ -1,36 +1,58 @@
-"""Notebook 04's schedule function, as the notebook defines it, built for sm_90 on the CPU: the
-register prefetch of section 7 must put its loads, barriers and stores where the text says, keep
-a thread's registers one small array, and refuse the combinations it cannot honour."""
+"""Notebook 04's step functions, as the notebook defines them, built for sm_90 on the CPU: the
+register prefetch of section 7 must put its loads, barriers and stores where the text says and keep
+a thread's registers one small array, and `async_copies` must refuse the tile it cannot copy."""
 
+import ast
 import runpy
 
 import pytest
 
-from test_exercises import _definitions, _one
+from test_exercises import _cells
 
 NB04 = "04_matmul_shared_blocking"
-CELLS = ["helpers.start(", "def matmul_module(", "def shared_blocking(", "def fetch_to_shared(", "def stage_in_registers("]
+STEPS = {"matmul_module", "schedule", "tile_block", "loop", "unroll_tile", "zero_first", "shared_tiles", "stage_in_shared",
+         "cooperative_fetch", "shared_kernel", "stage_in_registers", "pad_rows", "transpose_a", "interleaved", "transposed",
+         "padded_ik", "pipeline", "async_copies", "fetch_through_registers", "prefetched"}
 RECT = (1024, 512, 2048)
 TILES = (8, 8, 16, 16, 16)
+
+
+def notebook_functions(notebook, names):
+    """The notebook's imports and the named functions, as source (each defined once)."""
+    chunks, found = [], set()
+    for src in _cells(notebook):
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                chunks.append(ast.get_source_segment(src, node))
+            elif isinstance(node, ast.FunctionDef) and node.name in names:
+                assert node.name not in found, f"{notebook} defines {node.name} twice"
+                found.add(node.name)
+                chunks.append(ast.get_source_segment(src, node))
+    assert found == set(names), f"{notebook} does not define {sorted(set(names) - found)}"
+    return "\n\n\n".join(chunks)
 
 
 @pytest.fixture(scope="module")
 def nb04(tmp_path_factory):
     setup = tmp_path_factory.mktemp("nb04") / "definitions.py"  # a file, so TVMScript can read its source
-    setup.write_text("\n\n\n".join(_definitions(_one(NB04, marker)) for marker in CELLS))
+    setup.write_text(notebook_functions(NB04, STEPS))
     return runpy.run_path(str(setup))
 
 
-def k_loop_body(nb04, **options):
-    """The lines of the generated CUDA's k_0 loop, stripped."""
-    lines = nb04["helpers"].cuda_source(nb04["shared_blocking"](*RECT, TILES, **options)).splitlines()
+def k_loop_body(nb04, sch):
+    """The lines of the generated CUDA's k_0 loop, stripped, and the whole source."""
+    lines = nb04["helpers"].cuda_source(nb04["zero_first"](sch)).splitlines()
     start = next(i for i, line in enumerate(lines) if "for (int k_0" in line)
     indent = lines[start][:len(lines[start]) - len(lines[start].lstrip())]
     return [line.strip() for line in lines[start + 1:lines.index(indent + "}", start)]], "\n".join(lines)
 
 
 def test_prefetch_loads_before_the_arithmetic_and_stores_after(nb04):
-    body, _ = k_loop_body(nb04, a_transposed=True, pad_rows=4, stages=2, through_registers=True)
+    body, _ = k_loop_body(nb04, nb04["prefetched"](nb04["schedule"](RECT), TILES))
     loads = [i for i, line in enumerate(body) if "(A_ptr" in line or "(B_ptr" in line]
     barriers = [i for i, line in enumerate(body) if "__syncthreads" in line]
     fmas = [i for i, line in enumerate(body) if line.startswith("C_local_ptr[")]
@@ -40,17 +62,26 @@ def test_prefetch_loads_before_the_arithmetic_and_stores_after(nb04):
 
 
 def test_prefetch_keeps_a_threads_registers_small_and_one_shared_buffer(nb04):
-    _, src = k_loop_body(nb04, a_transposed=True, pad_rows=4, stages=2, through_registers=True)
+    _, src = k_loop_body(nb04, nb04["prefetched"](nb04["schedule"](RECT), TILES))
     assert "float4 A_local_ptr[2];" in src and "float4 B_local_ptr[2];" in src, \
         [line for line in src.splitlines() if "_local_ptr[" in line and "alignas" in line]
-    _, double = k_loop_body(nb04, a_transposed=True, pad_rows=4, stages=2)
+    _, double = k_loop_body(nb04, nb04["pipeline"](nb04["transposed"](nb04["schedule"](RECT), TILES)))
     shared = lambda text: [line.strip() for line in text.splitlines() if "__shared__" in line]
     # the plain two-stage pipeline doubles its buffers; the prefetch stores after computing: one suffices
     assert shared(src) != shared(double)
     assert "A_shared_ptr[2112]" in " ".join(shared(src)) and "A_shared_ptr[4224]" in " ".join(shared(double))
 
 
-@pytest.mark.parametrize("options", [dict(stages=3), dict(stages=2, async_copy=True), dict(stages=1)])
-def test_prefetch_refuses_other_pipelines(nb04, options):
-    with pytest.raises(ValueError, match="through_registers is a two-stage pipeline of its own"):
-        nb04["shared_blocking"](*RECT, TILES, pad_rows=4, through_registers=True, **options)
+def test_async_copies_refuse_a_transposed_tile(nb04):
+    with pytest.raises(ValueError, match="cannot transpose the A tile"):
+        nb04["async_copies"](nb04["pipeline"](nb04["transposed"](nb04["schedule"](RECT), TILES)))
+    # the [i][k] tile is copied as it is: accepted
+    nb04["async_copies"](nb04["pipeline"](nb04["padded_ik"](nb04["schedule"](RECT), TILES)))
+
+
+def test_each_optimization_is_a_step_not_a_switch(nb04):
+    """No step function takes a boolean: each optimization is its own function."""
+    tree = ast.parse(notebook_functions(NB04, STEPS))
+    for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
+        defaults = [d for d in fn.args.defaults + fn.args.kw_defaults if d is not None]
+        assert not any(isinstance(d, ast.Constant) and isinstance(d.value, bool) for d in defaults), fn.name

@@ -419,39 +419,47 @@ def sweep_variants() -> list[tuple]:
 def notebook_variants() -> list[Variant]:
     """The schedule functions of notebooks 03 and 04 (read from the notebooks) on the variants
     they measure, and on what they measure only live (cp.async, padded shapes, the ladder at 4096^3)."""
-    n3 = notebook_functions("03_matmul_local_blocking",
-                            {"matmul_module", "naive", "threads_1d", "threads_2d", "local_blocking"})
-    n4 = notebook_functions("04_matmul_shared_blocking", {"matmul_module", "threads_2d", "shared_blocking", "fetch_to_shared",
-                                                          "split_fetch", "stage_in_registers", "inline_padding", "pipeline"})
+    n3 = notebook_functions("03_matmul_local_blocking", {
+        "matmul_module", "naive", "threads_1d", "threads_2d", "local_blocking", "zero_first", "unroll_tile",
+        "stage_in_registers", "vectorize_loads", "in_registers", "interleaved", "schedule", "full_kernel", "padded",
+        "inline_padding"})
+    n4 = notebook_functions("04_matmul_shared_blocking", {
+        "matmul_module", "schedule", "threads_2d", "tile_block", "loop", "unroll_tile", "zero_first", "shared_tiles",
+        "stage_in_shared", "cooperative_fetch", "shared_kernel", "stage_in_registers", "pad_rows", "transpose_a",
+        "interleaved", "transposed", "padded_ik", "strided_fetch", "strided", "pipeline", "async_copies",
+        "fetch_through_registers", "prefetched", "padded", "inline_padding"})
     S, R, P = SQUARE, RECT, PADDED
     ASYNC = {"tirx.use_async_copy": True}
-    T16 = (8, 8, 16, 16, 16)
-    V = [  # (name, shape, builder, pass config)
-        ("03 local padded (8,8,16,16,8)", P, lambda s: n3.local_blocking(*s, (8, 8, 16, 16, 8), unroll=True, registers=True, interleave=4, pad=True), {}),
-        ("04 shared padded (8,8,16,16,8) At pad4", P, lambda s: n4.shared_blocking(*s, (8, 8, 16, 16, 8), a_transposed=True, pad_rows=4, pad=True), {}),
-        ("04 pipe2 cp.async A[i][k] pad4 T16", S, lambda s: n4.shared_blocking(*s, T16, pad_rows=4, stages=2, async_copy=True), ASYNC),
-        ("04 pipe2 A[i][k] pad4 T16 (sync)", S, lambda s: n4.shared_blocking(*s, T16, pad_rows=4, stages=2), {}),
-        ("04 pipe2 At pad4 T16", S, lambda s: n4.shared_blocking(*s, T16, a_transposed=True, pad_rows=4, stages=2), {}),
-        ("04 through registers At pad4 T16", S, lambda s: n4.shared_blocking(*s, T16, a_transposed=True, pad_rows=4, stages=2,
-                                                                         through_registers=True), {}),
-        ("04 pipe2 At pad4 T16", R, lambda s: n4.shared_blocking(*s, T16, a_transposed=True, pad_rows=4, stages=2), {}),
-        ("04 pipe3 cp.async A[i][k] pad4 (8,8,16,16,8)", S, lambda s: n4.shared_blocking(*s, (8, 8, 16, 16, 8), pad_rows=4, stages=3, async_copy=True), ASYNC),
-        ("04 pipe2 At pad4 (8,8,8,16,16)", S, lambda s: n4.shared_blocking(*s, (8, 8, 8, 16, 16), a_transposed=True, pad_rows=4, stages=2), {}),
-        ("04 pipe2 At pad4 (8,8,16,16,8)", S, lambda s: n4.shared_blocking(*s, (8, 8, 16, 16, 8), a_transposed=True, pad_rows=4, stages=2), {}),
-        ("04 seed (8,8,8,8,8)", S, lambda s: n4.shared_blocking(*s, (8, 8, 8, 8, 8), registers=False, interleave=None), {}),
-        ("04 seed (8,8,8,8,8)", R, lambda s: n4.shared_blocking(*s, (8, 8, 8, 8, 8), registers=False, interleave=None), {}),
-        ("04 128x128 contiguous + registers T16", S, lambda s: n4.shared_blocking(*s, T16, interleave=None), {}),
-        ("04 interleaved A[i][k] T16", S, lambda s: n4.shared_blocking(*s, T16), {}),
-        ("04 interleaved A[i][k] padded T16", S, lambda s: n4.shared_blocking(*s, T16, pad_rows=4), {}),
-        ("04 interleaved A[k][i] T16", S, lambda s: n4.shared_blocking(*s, T16, a_transposed=True), {}),
-        ("04 interleaved A[k][i] padded T16", S, lambda s: n4.shared_blocking(*s, T16, a_transposed=True, pad_rows=4), {}),
-        ("04 fetch vec2 T16", S, lambda s: n4.shared_blocking(*s, T16, vec=2, a_transposed=True, pad_rows=4), {}),
-        ("03 local (8,8,8,8,4) + unroll", S, lambda s: n3.local_blocking(*s, (8, 8, 8, 8, 4), unroll=True), {}),
-        ("03 local (8,8,8,8,4) + unroll + registers", S, lambda s: n3.local_blocking(*s, (8, 8, 8, 8, 4), unroll=True, registers=True), {}),
-        ("03 local (8,8,8,8,4) + unroll + registers + interleave", S, lambda s: n3.local_blocking(*s, (8, 8, 8, 8, 4), unroll=True, registers=True, interleave=4), {}),
-        ("03 local (8,8,8,8,4) + unroll + registers + interleave", R, lambda s: n3.local_blocking(*s, (8, 8, 8, 8, 4), unroll=True, registers=True, interleave=4), {}),
-        ("03 local (8,8,8,16,4) full", S, lambda s: n3.local_blocking(*s, (8, 8, 8, 16, 4), unroll=True, registers=True, interleave=4), {}),
-        ("03 local (4,8,16,16,4) full", S, lambda s: n3.local_blocking(*s, (4, 8, 16, 16, 4), unroll=True, registers=True, interleave=4), {}),
+    T16, T8, L4 = (8, 8, 16, 16, 16), (8, 8, 16, 16, 8), (8, 8, 8, 8, 4)
+    z, sch = n4.zero_first, n4.schedule
+    V = [  # (name, shape, builder, pass config): the notebooks' step functions, composed as the notebooks do
+        ("03 local padded (8,8,16,16,8)", P, lambda s: n3.zero_first(n3.inline_padding(n3.stage_in_registers(
+            n3.unroll_tile(n3.interleaved(n3.padded(s, T8), T8))))), {}),
+        ("04 shared padded (8,8,16,16,8) At pad4", P, lambda s: z(n4.inline_padding(n4.transposed(n4.padded(s, T8), T8))), {}),
+        ("04 pipe2 cp.async A[i][k] pad4 T16", S, lambda s: z(n4.async_copies(n4.pipeline(n4.padded_ik(sch(s), T16)))), ASYNC),
+        ("04 pipe2 A[i][k] pad4 T16 (sync)", S, lambda s: z(n4.pipeline(n4.padded_ik(sch(s), T16))), {}),
+        ("04 pipe2 At pad4 T16", S, lambda s: z(n4.pipeline(n4.transposed(sch(s), T16))), {}),
+        ("04 through registers At pad4 T16", S, lambda s: z(n4.prefetched(sch(s), T16)), {}),
+        ("04 pipe2 At pad4 T16", R, lambda s: z(n4.pipeline(n4.transposed(sch(s), T16))), {}),
+        ("04 pipe3 cp.async A[i][k] pad4 (8,8,16,16,8)", S,
+         lambda s: z(n4.async_copies(n4.pipeline(n4.padded_ik(sch(s), T8), stages=3))), ASYNC),
+        ("04 pipe2 At pad4 (8,8,8,16,16)", S, lambda s: z(n4.pipeline(n4.transposed(sch(s), (8, 8, 8, 16, 16)))), {}),
+        ("04 pipe2 At pad4 (8,8,16,16,8)", S, lambda s: z(n4.pipeline(n4.transposed(sch(s), T8))), {}),
+        ("04 seed (8,8,8,8,8)", S, lambda s: z(n4.shared_kernel(sch(s), (8, 8, 8, 8, 8))), {}),
+        ("04 seed (8,8,8,8,8)", R, lambda s: z(n4.shared_kernel(sch(s), (8, 8, 8, 8, 8))), {}),
+        ("04 128x128 contiguous + registers T16", S, lambda s: z(n4.stage_in_registers(n4.shared_kernel(sch(s), T16))), {}),
+        ("04 interleaved A[i][k] T16", S, lambda s: z(n4.interleaved(sch(s), T16)), {}),
+        ("04 interleaved A[i][k] padded T16", S, lambda s: z(n4.padded_ik(sch(s), T16)), {}),
+        ("04 interleaved A[k][i] T16", S,
+         lambda s: z(n4.stage_in_registers(n4.transpose_a(n4.shared_kernel(sch(s), T16, width=4)))), {}),
+        ("04 interleaved A[k][i] padded T16", S, lambda s: z(n4.transposed(sch(s), T16)), {}),
+        ("04 fetch vec2 T16", S, lambda s: z(n4.transposed(sch(s), T16, vec=2)), {}),
+        ("03 local (8,8,8,8,4) + unroll", S, lambda s: n3.zero_first(n3.unroll_tile(n3.local_blocking(*s, L4))), {}),
+        ("03 local (8,8,8,8,4) + unroll + registers", S, lambda s: n3.zero_first(n3.in_registers(n3.local_blocking(*s, L4))), {}),
+        ("03 local (8,8,8,8,4) + unroll + registers + interleave", S, lambda s: n3.full_kernel(s, L4), {}),
+        ("03 local (8,8,8,8,4) + unroll + registers + interleave", R, lambda s: n3.full_kernel(s, L4), {}),
+        ("03 local (8,8,8,16,4) full", S, lambda s: n3.full_kernel(s, (8, 8, 8, 16, 4)), {}),
+        ("03 local (4,8,16,16,4) full", S, lambda s: n3.full_kernel(s, (4, 8, 16, 16, 4)), {}),
         ("03 1D threads", S, lambda s: n3.threads_1d(*s), {}),
         ("03 2D threads", S, lambda s: n3.threads_2d(*s), {}),
         ("03 naive", S, lambda s: n3.naive(*s), {}),
