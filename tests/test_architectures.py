@@ -33,7 +33,7 @@ ARCHS = list(helpers.env.REPRESENTATIVE)  # sm_75, sm_80, sm_86, sm_89, sm_90
 GROUPS = [("sm_75",), ("sm_80", "sm_90"), ("sm_86", "sm_89")]
 #: Notebook 07's kernels exist for one target, sm_90a, and are built for it on every machine: its
 #: runs split Hopper from the GPUs that lack wgmma and TMA, and check the sm_90a build instead.
-ONE_TARGET = {"07_hopper_wgmma_tma": "sm_90a"}
+ONE_TARGET = {"07_hopper_wgmma_tma": "sm_90a", "08_hopper_persistent_kernel": "sm_90a"}
 HOPPER_GROUPS = [("sm_75", "sm_80", "sm_86", "sm_89"), ("sm_90",)]
 RUNS = [(nb, list(group)) for nb in NOTEBOOKS
         for group in ([ARCHS] if nb.stem < "04" else HOPPER_GROUPS if nb.stem in ONE_TARGET else GROUPS)]
@@ -55,6 +55,7 @@ FALLBACKS = {
     ("06_metaschedule_tuning", "sm_86"): {TUNED_TILES},
     ("06_metaschedule_tuning", "sm_89"): {TUNED_TILES},
     ("07_hopper_wgmma_tma", "sm_75"): {NO_WGMMA},  # one run for sm_75, sm_80, sm_86 and sm_89
+    ("08_hopper_persistent_kernel", "sm_75"): {NO_WGMMA},  # the same for 07's persistent sequel
 }
 
 pytestmark = [pytest.mark.architectures,

@@ -1,5 +1,6 @@
-"""Notebook 07's persistent kernel, as the notebook defines it, built for sm_90a on the CPU: the
-epilogue through shared memory (section 6, `tma_store`) must hand each chunk of C to the TMA only
+"""Notebook 07's ladder and notebook 08's persistent kernel, as the notebooks define them, built for
+sm_90a on the CPU: each ladder step adds its instructions; the epilogue through shared memory (08's
+`tma_store`) must hand each chunk of C to the TMA only
 after a fence and a barrier, write every slot of its buffers once and without bank conflicts,
 and refuse what it cannot do."""
 
@@ -10,24 +11,52 @@ import pytest
 
 from test_exercises import _definitions, _one
 
-NB07 = "07_hopper_wgmma_tma"
-CELLS = ["helpers.start(", "BM, BK = ", "def load_stage(", "A_LBO, A_SBO", "def consume(", "def hopper_matmul(",
-         "def tile_origin(", "def store_through_shared(", "def consume_tiles(", "def consume_pingpong(",
-         "def persistent_matmul("]
+NB07, NB08 = "07_hopper_wgmma_tma", "08_hopper_persistent_kernel"
+CELLS = {NB07: ["helpers.start(", "BM, BK = ", "def load_stage(", "A_LBO, A_SBO", "def load_by_threads(",
+                "def tma_copy(", "def tma_matmul(", "def consume(", "def produce(", "def hopper_matmul("],
+         NB08: ["def tile_origin(", "def store_through_shared(", "def consume_tiles(", "def consume_pingpong(",
+                "def persistent_matmul("]}
 SHAPE = (1024, 1024, 128)  # the smallest problem that groups of 8 block rows of 128 x 256 tile
 
 
 @pytest.fixture(scope="module")
 def nb07(tmp_path_factory):
+    """Notebook 07's kernel cells, then notebook 08's persistent kernel, as one module."""
     setup = tmp_path_factory.mktemp("nb07") / "definitions.py"  # a file, so TVMScript can read its source
-    setup.write_text("\n\n\n".join(_definitions(_one(NB07, marker)) for marker in CELLS))
+    setup.write_text("\n\n\n".join(_definitions(_one(notebook, marker))
+                                    for notebook, markers in CELLS.items() for marker in markers))
     return runpy.run_path(str(setup))
 
 
-def kernel_lines(nb07, **options) -> list[str]:
-    kernel = nb07["persistent_matmul"](*SHAPE, 132, **options)
+def cuda_of(nb07, kernel) -> str:
     src = nb07["helpers"].build(kernel, "sm_90a", tir_pipeline="tirx").mod.imports[0].inspect_source()
-    return [line.strip() for line in src[src.index('extern "C" __global__ void'):].splitlines()]
+    return src[src.index('extern "C" __global__ void'):]
+
+
+def test_each_step_of_the_ladder_adds_its_instructions(nb07):
+    """07's ladder: (a) wgmma on tiles the threads load, no TMA and no mbarrier; (c) the same with the
+    TMA and one mbarrier; (d) a ring of stages; (e) the producer warpgroup and setmaxnreg."""
+    M = N = K = 256
+    plain, tma = cuda_of(nb07, nb07["wgmma_matmul"](M, N, K)), cuda_of(nb07, nb07["tma_matmul"](M, N, K))
+    ring = cuda_of(nb07, nb07["hopper_matmul"](M, N, K, 256, 4, False))
+    specialized = cuda_of(nb07, nb07["hopper_matmul"](M, N, K))
+    assert "mma_async" in plain and "fence_proxy" in plain and "cp_async_bulk_tensor" not in plain
+    assert "mbarrier" not in plain and "__launch_bounds__(256)" in plain
+    assert "cp_async_bulk_tensor" in tma and "mbarrier_wait" in tma and "fence_proxy" not in tma
+    assert "setmaxnreg" not in ring and "__launch_bounds__(256)" in ring
+    assert "setmaxnreg" in specialized and "__launch_bounds__(384)" in specialized
+
+
+def test_the_lone_copy_undoes_the_swizzle_it_was_written_with(nb07):
+    """tma_copy reads unit u ^ (r % 8) of row r back into unit u: the inverse of the 128-byte swizzle,
+    the layout load_by_threads writes by hand."""
+    src = cuda_of(nb07, nb07["tma_copy"](256, 256, 128, 64))
+    assert src.count("cp_async_bulk_tensor") == 1 and "expect_tx" in src and "mbarrier_wait" in src
+    assert "(((int)threadIdx.x) & 7) ^" in src
+
+
+def kernel_lines(nb07, **options) -> list[str]:
+    return [line.strip() for line in cuda_of(nb07, nb07["persistent_matmul"](*SHAPE, 132, **options)).splitlines()]
 
 
 EVENTS = {"wait_group_read": "wait until read", "warpgroup_sync": "barrier", "fence_proxy": "fence",

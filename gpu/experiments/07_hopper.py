@@ -18,6 +18,10 @@ dialect, writes as PTX (`T.ptx[...]`). Notebook 07 writes the kernel instruction
 
 The studies:
 
+  ladder  notebook 07's ladder: one tile of wgmma on tiles the threads load, checked against float64;
+          a lone TMA copy, its box checked; then at 4096^3 the whole-matmul steps (wgmma on plain
+          loads, TMA with one stage, the ring, warp specialization), each checked and timed in rounds
+          alternating with cuBLAS writing fp32 C
   wgmma   every variant built for sm_90a; on the GPU each is checked against float64 and timed
           beside cuBLAS fp16 in the same run. --dry prints, per variant, the build time, the CUDA's
           length and, from the machine code (needs cuobjdump and nvdisasm), its HGMMA and UTMALDG
@@ -58,16 +62,28 @@ from tvm.script import tirx as T
 
 import helpers
 from helpers import baselines
-from common import (NCU_MENTIONED, ONLY, TENSOR_PIPE_ROWS, MatmulCheck, Study, Variant, beside_cublas, cli, dry_run,
-                    fp16_matmuls_beside_cublas, launch_checked, ncu_rows, notebook_code, one_of,
-                    profile_side_by_side)
+from common import (NCU_MENTIONED, ONLY, TENSOR_PIPE_ROWS, MatmulCheck, Study, Variant, beside_cublas, cli,
+                    code_cells, dry_run, fp16_matmuls_beside_cublas, import_code, launch_checked, ncu_rows,
+                    notebook_code, one_of, profile_side_by_side)
 
 N = 4096
 SHAPE = (N, N, N)
 
-# The kernel and the designs compared are notebook 07's: its cell of constants (VARIANTS: name ->
-# block_n, stages, specialized), its macros and its `hopper_matmul`, run as a module.
-NOTEBOOK = notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "@T.macro", "def hopper_matmul(", "def persistent_matmul(")
+# The kernels and the designs compared are notebooks 07's and 08's: 07's cell of constants (VARIANTS:
+# name -> block_n, stages, specialized), its ladder (wgmma_matmul, tma_copy, tma_matmul), its macros
+# and `hopper_matmul`; 08's macros and `persistent_matmul`, run together as one module.
+HOPPER_07 = ("BM, BK = ", "@T.macro", "def hopper_matmul(", "def tma_copy(", "def tma_matmul(")
+HOPPER_08 = ("@T.macro", "def persistent_matmul(", "def cluster_matmul(")
+
+
+def hopper_code(*more_08: str):
+    """Notebook 07's kernel cells, then notebook 08's (those holding HOPPER_08 or `more_08`), as one module."""
+    cells = [c for c in code_cells("07_hopper_wgmma_tma") if any(m in c for m in HOPPER_07)]
+    cells += [c for c in code_cells("08_hopper_persistent_kernel") if any(m in c for m in HOPPER_08 + more_08)]
+    return import_code("\n\n\n".join(cells), "hopper_code")
+
+
+NOTEBOOK = hopper_code()
 KERNELS = NOTEBOOK.VARIANTS
 
 
@@ -261,6 +277,10 @@ CLUSTERED = {  # name: (kernel factory, its arguments besides the shape and the 
     "2-block clusters, B multicast, groups of 4, fp16 C by TMA store": (cluster_matmul,
                                                                          dict(out_dtype="float16", group=4)),
     "2-block clusters, no multicast, fp16 C by TMA store": (cluster_matmul, dict(out_dtype="float16", multicast=False)),
+    # notebook 08's cluster kernel (multicast, CTA-scope arrivals, TMA store), as the notebook writes it
+    "notebook 08: 2-block clusters, B multicast, fp32 C by TMA store": (NOTEBOOK.cluster_matmul, dict()),
+    "notebook 08: 2-block clusters, B multicast, fp16 C by TMA store": (NOTEBOOK.cluster_matmul,
+                                                                       dict(out_dtype="float16")),
     # the first version: both arrivals a release at the cluster's scope (a memory barrier each)
     "2-block clusters, B multicast, arrive.release.cluster, fp16 C by TMA store": (
         cluster_matmul, dict(out_dtype="float16", release_cluster=True)),
@@ -268,6 +288,54 @@ CLUSTERED = {  # name: (kernel factory, its arguments besides the shape and the 
 
 
 # ------------------------------------------------------------------ the studies
+
+
+# Notebook 07's ladder at 4096^3 with fp32 C: each step a few lines more than the one before.
+LADDER = {
+    "wgmma, plain loads, 128x256": lambda: NOTEBOOK.wgmma_matmul(N, N, N),
+    "wgmma + TMA, one stage, 128x256": lambda: NOTEBOOK.tma_matmul(N, N, N),
+    "wgmma + TMA, one role, 128x256, 4 stages": lambda: NOTEBOOK.hopper_matmul(N, N, N, 256, 4, False),
+    "wgmma + TMA, specialized, 128x256, 4 stages": lambda: NOTEBOOK.hopper_matmul(N, N, N),
+}
+PIECES = {  # the ladder's two small pieces, checked on their own
+    "one tile of wgmma_matmul (128x256x64)": lambda: NOTEBOOK.wgmma_matmul(BM, 256, BK),
+    "the lone TMA copy (box at 128, 64)": lambda: NOTEBOOK.tma_copy(N, N, 128, 64),
+}
+
+
+def pieces_checked() -> int:
+    """On the GPU: one tile of wgmma_matmul against float64, and the lone TMA copy's box against A's."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(-1, 1, (N, N)).astype("float16") for _ in range(2))
+    dev = helpers.device()
+    tile, copy = (helpers.build(make(), "sm_90a", tir_pipeline="tirx") for make in PIECES.values())
+    args = [tvm.runtime.tensor(np.ascontiguousarray(x), dev) for x in (a[:BM, :BK], b[:BK, :256],
+                                                                        np.full((BM, 256), np.nan, "float32"))]
+    tile.mod["main"](*args)
+    ref = a[:BM, :BK].astype("float64") @ b[:BK, :256].astype("float64")
+    err = float(np.linalg.norm(args[2].numpy() - ref) / np.linalg.norm(ref))
+    box = tvm.runtime.tensor(np.zeros((BM, BK), "float16"), dev)
+    copy.mod["main"](tvm.runtime.tensor(a, dev), box)
+    same = bool(np.array_equal(box.numpy(), a[128:256, 64:128]))
+    names = list(PIECES)
+    print(f"{names[0]}: relative error {err:.1e} against float64 ({'right' if err < 1e-3 else 'WRONG'})")
+    print(f"{names[1]}: the box {'equals' if same else 'DIFFERS from'} A[128:256, 64:128]", flush=True)
+    return 0 if err < 1e-3 and same else 1
+
+
+def ladder(args) -> int:
+    """The ladder's pieces checked, then every step at 4096^3 checked against float64 and timed in
+    rounds alternating with cuBLAS writing fp32 C."""
+    vs = [Variant(name, make, SHAPE, {}, "tirx", "sm_90a") for name, make in LADDER.items()]
+    if args.dry:
+        pieces = [Variant(name, make, (), {}, "tirx", "sm_90a") for name, make in PIECES.items()]
+        return dry_run(pieces + vs, lambda v, source: str(sass_of(source)))
+    status = pieces_checked()
+    data = MatmulCheck(SHAPE, "float16", False, "float64", out_dtype="float32")
+    blas = baselines.event_rounds(*baselines.cublas_call(*SHAPE, "float16", out_dtype="float32"))
+    return status | beside_cublas(vs, lambda v: data, lambda v: blas, 1e-3,
+                                  f"{helpers.local_gpu_spec().name}, fp16 A and B {N}^3, fp32 C; notebook 07's ladder")
+
 
 
 def wgmma(args) -> int:
@@ -425,12 +493,28 @@ def repro(_args) -> int:
     generator reads `reg.dtype`, which a register load (TensorLoad) does not have, so the kernels
     go without: nvcc cannot move a global store of an accumulator above `wgmma.wait_group`, an
     asm statement that clobbers memory, and ptxas tracks wgmma's registers itself. Notebook 07's
-    cell defining `fenced` is the smallest function that shows it; run, it prints what happens."""
-    notebook_code("07_hopper_wgmma_tma", "def fenced(")
+    `fenced` below (once a cell of notebook 07) is the smallest function that shows it."""
+    @T.prim_func
+    def fenced(C: T.Buffer((128,), "float32")):
+        T.device_entry()
+        T.cta_id([1])
+        tid = T.thread_id([128])
+        acc = T.alloc_local((1,), "float32")
+        acc[0] = T.float32(0)
+        T.cuda.wgmma.noop_barrier(acc[0])
+        C[tid] = acc[0]
+
+    try:
+        helpers.build(fenced, "sm_90a", tir_pipeline="tirx")
+        print("T.cuda.wgmma.noop_barrier compiles with this TVM: the fence can go back into the kernel")
+    except Exception as err:  # noqa: BLE001 (TVM's errors carry a long backtrace before their last line)
+        print(f"{type(err).__name__}: {str(err).strip().splitlines()[-1]}")
     return 0
 
 
 STUDIES = {
+    "ladder": Study(ladder, "notebook 07's ladder: one wgmma tile, a lone TMA copy, then each step timed beside "
+                            "cuBLAS"),
     "wgmma": Study(wgmma, "wgmma fed by TMA, warp-specialized or not, at two block shapes", arguments=(ONLY,)),
     "epilogue": Study(epilogue, "the persistent kernel's C from registers or through shared memory and the TMA",
                       arguments=(ONLY,)),

@@ -1,6 +1,6 @@
-"""The committed search behind notebook 07's sections 7 and 8: the persistent kernel's own design
+"""The committed search behind notebook 08's sections 2 and 3: the persistent kernel's own design
 space (the notebook's `hopper_space`: block width, ring depth, tile order), searched with
-MetaSchedule's builder, runner and database (`helpers.search`) at every size of section 8.
+MetaSchedule's builder, runner and database (`helpers.search`) at every size of section 3.
 
     python gpu/experiments/07_search.py                 # on a Hopper GPU, from the repo root
     python gpu/experiments/07_search.py --sizes 4096x4096x4096 --out /tmp/db
@@ -26,10 +26,19 @@ import numpy as np
 import tvm
 
 import helpers
-from common import notebook_code
+from common import code_cells, import_code
 
-NOTEBOOK = notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "@T.macro", "def hopper_matmul(",
-                         "def persistent_matmul(", "def hopper_space(")
+
+def hopper_code(*more_08: str):
+    """Notebook 07's kernel cells, then notebook 08's persistent kernel (and the cells holding `more_08`)."""
+    cells = [c for c in code_cells("07_hopper_wgmma_tma")
+             if any(m in c for m in ("BM, BK = ", "@T.macro", "def hopper_matmul("))]
+    cells += [c for c in code_cells("08_hopper_persistent_kernel")
+              if any(m in c for m in ("@T.macro", "def persistent_matmul(", *more_08))]
+    return import_code("\n\n\n".join(cells), "hopper_code")
+
+
+NOTEBOOK = hopper_code("def hopper_space(")  # notebook 07's kernel and 08's persistent one, with its space
 SIZES = ["512x512x512", "1024x1024x1024", "2048x2048x2048", "4096x4096x4096", "8192x8192x8192", "1024x512x2048"]
 
 
@@ -66,7 +75,7 @@ def main() -> int:
     shapes = [tuple(int(x) for x in size.split("x")) for size in args.sizes]
     spec = helpers.local_gpu_spec() if not args.dry else None
     # the notebook's space reads the GPU's shared memory (nb.spec) and its SM count (ctas)
-    NOTEBOOK.nb = types.SimpleNamespace(spec=spec or helpers.start("07_hopper_wgmma_tma").spec)
+    NOTEBOOK.nb = types.SimpleNamespace(spec=spec or helpers.start("08_hopper_persistent_kernel").spec)
     NOTEBOOK.ctas = NOTEBOOK.nb.spec.sm_count
     NOTEBOOK.HOPPER = spec is not None  # a live search runs on Hopper; --dry counts for a Hopper block
     out = None if args.dry else (args.out or helpers.database_dir("hopper_persistent", spec.name))

@@ -1,0 +1,58 @@
+"""Notebooks 07 and 08's checked exercises, run with their published solutions (they must say
+correct) and with plausible wrong answers (they must not), on the CPU: each builds the kernel
+with the student's numbers for sm_90a and assembles it."""
+
+import runpy
+import textwrap
+
+import pytest
+
+from test_exercises import _definitions, _one, run_exercise, solution
+
+NB07, NB08 = "07_hopper_wgmma_tma", "08_hopper_persistent_kernel"
+KERNEL07 = ["helpers.start(", "BM, BK = ", "A_LBO, A_SBO", "def load_stage(", "def consume(", "def produce(",
+            "def hopper_matmul("]
+PERSISTENT08 = ["def tile_origin(", "def store_through_shared(", "def consume_tiles(", "def consume_pingpong(",
+                "def persistent_matmul("]
+STAGES = "max_stages_256 = ..."
+TILES = "block_m, block_n = ..., ..."
+
+
+def run_07(tmp_path, capsys, answer):
+    return run_exercise(tmp_path, capsys, NB07, KERNEL07, STAGES, answer, extra="M = N = K = 4096")
+
+
+def run_08(tmp_path, capsys, answer):
+    """run_exercise for 08's cell, after 07's kernel and 08's persistent one (08 runs 07's cells first)."""
+    cell = _one(NB08, TILES)
+    setup = tmp_path / "context.py"  # a file, so TVMScript can read the kernels' source
+    setup.write_text("\n\n\n".join([_definitions(_one(NB07, m)) for m in KERNEL07]
+                                   + [_definitions(_one(NB08, m)) for m in PERSISTENT08]))
+    code = tmp_path / "exercise.py"
+    code.write_text(textwrap.dedent(answer) + "\n\n" + cell[cell.index("\n\n"):])
+    namespace = runpy.run_path(str(setup))
+    capsys.readouterr()
+    runpy.run_path(str(code), init_globals=namespace)
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("answer, says", [
+    (solution(NB07, "**2.**"), "correct: 4 and 7 stages, both kernels assemble for sm_90a"),
+    ("max_stages_256, max_stages_128 = 5, 7", "not yet: 5 stages of 128 x 256 do not fit"),
+    ("max_stages_256, max_stages_128 = 3, 7", "not yet: more than 3 stages of 128 x 256 fit"),
+    ("max_stages_256, max_stages_128 = 4, 6", "not yet: more than 6 stages of 128 x 128 fit"),
+    ("max_stages_256, max_stages_128 = ..., ...", "not yet: "),
+])
+def test_07_the_stages_that_fit_shared_memory(tmp_path, capsys, answer, says):
+    assert run_07(tmp_path, capsys, answer).startswith(says)
+
+
+@pytest.mark.parametrize("answer, says", [
+    (solution(NB08, "## 6. Exercise"), "correct: 256 tiles of 64 x 64; the kernel assembles for sm_90a"),
+    ("block_m, block_n = 128, 256", "not yet: 32 tiles of 128 x 256 leave SMs idle"),
+    ("block_m, block_n = 64, 128", "not yet: 128 tiles of 64 x 128 leave SMs idle"),
+    ("block_m, block_n = 64, 32", "not yet: 64 x 64 tiles are enough too"),
+    ("block_m, block_n = ..., ...", "not yet: "),
+])
+def test_08_tiles_enough_for_every_sm(tmp_path, capsys, answer, says):
+    assert run_08(tmp_path, capsys, answer).startswith(says)
