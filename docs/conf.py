@@ -6,7 +6,10 @@ the repository root, so the notebooks' `../images/x.png` links and the README's
 `notebooks/x.ipynb` links resolve as they do on GitHub; only the files in `include_patterns`
 are read. Notebooks are rendered with their committed outputs and never executed (they were
 recorded live on a GPU). Each notebook page gets a Colab link (from pyproject.toml's `[tool.course]
-repository`, as the notebooks' badges, by `helpers.colab`) and a download link for its .ipynb.
+repository`, as the notebooks' badges, by `helpers.colab`) and a download link for its .ipynb. myst-nb leaves
+out every cell tagged `remove-cell`: the Colab setup cell is (helpers.colab tags it), since a reader of the book
+runs nothing. The look is the theme's, with its right sidebar off and a wider column (_static/course.css), and
+sphinx-lightbox enlarges a figure on a click; CONTRIBUTING.md's "Build the site" says why each.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ include_patterns = ["README.md", "CONTRIBUTING.md", "notebooks/*.ipynb", "notebo
 exclude_patterns = ["docs/_build", "**/.ipynb_checkpoints"]
 NOTEBOOKS = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
-extensions = ["myst_nb"]
+extensions = ["myst_nb", "lightbox"]
 nb_execution_mode = "off"  # show the outputs recorded on the GPU; never re-run
 myst_enable_extensions = ["dollarmath"]
 myst_heading_anchors = 3
@@ -35,7 +38,24 @@ suppress_warnings = ["myst.header"]  # notebooks start at "#" and may skip level
 
 html_theme = "sphinx_book_theme"
 html_title = "GPU kernels with TVM's TensorIR"
-html_theme_options = {"use_download_button": False, "show_toc_level": 2}
+html_theme_options = {
+    "use_download_button": False,
+    "show_toc_level": 2,
+    # The right sidebar would leave the article ~690 px, and the notebooks print 120-character lines: the
+    # page's contents go to the left sidebar instead, under the lessons, and the column holds 120 characters
+    # (_static/course.css sets the width and the code's size; tests/test_book.py measures every block).
+    "secondary_sidebar_items": [],
+    "navbar_persistent": [],  # the sidebar has the search field: no second one in a bar above the page
+}
+html_sidebars = {"**": ["navbar-logo.html", "search-button-field.html", "sbt-sidebar-nav.html", "page-toc.html"]}
+html_static_path = ["_static"]
+html_css_files = ["course.css"]
+
+# Click a diagram or a chart to see it at full size (sphinx-lightbox: a CSS overlay, with a little script for
+# the keyboard; no network). Every image, the notebooks' Markdown images and their plotted outputs alike.
+lightbox_images = "all"
+lightbox_figures = "all"
+lightbox_gallery = "none"
 html_copy_source = False
 html_show_sourcelink = False
 html_last_updated_fmt = None
@@ -54,11 +74,31 @@ mathjax2_config = {"jax": ["input/TeX", "output/HTML-CSS"], "showMathMenu": Fals
 mathjax3_config = None
 
 
+#: Pages for whoever maintains the course ("Maintaining the course", "Recorded measurements"), in a part of their
+#: own after the lessons: a student's table of contents is the lessons.
+MAINTAINER_PAGES = ["CONTRIBUTING", "notebooks/results/README"]
+
+
 def _contents(app, docname, source):
-    """The README is the front page; a hidden table of contents puts the notebooks in order."""
+    """The README is the front page; hidden tables of contents put the lessons in order, then, captioned
+    apart, the maintainers' pages."""
     if docname == root_doc:
-        pages = "\n".join([f"notebooks/{n}" for n in NOTEBOOKS] + ["CONTRIBUTING", "notebooks/results/README"])
-        source[0] += f"\n\n```{{toctree}}\n:hidden:\n:maxdepth: 1\n\n{pages}\n```\n"
+        lessons = "\n".join(f"notebooks/{n}" for n in NOTEBOOKS)
+        maintainers = "\n".join(MAINTAINER_PAGES)
+        source[0] += (f"\n\n```{{toctree}}\n:hidden:\n:maxdepth: 1\n:caption: Lessons\n\n{lessons}\n```\n"
+                      f"\n```{{toctree}}\n:hidden:\n:maxdepth: 1\n:caption: For maintainers\n\n{maintainers}\n```\n")
+
+
+def _lone_images(app, doctree):
+    """A Markdown image on a line of its own (`![GPU, SM and warp](../images/gpu_hierarchy.png)`, every diagram
+    of the notebooks) is a paragraph holding one image; sphinx-lightbox enlarges images, not images inside text,
+    so the paragraph gives way to its image."""
+    from docutils import nodes
+
+    for para in list(doctree.findall(nodes.paragraph)):
+        kids = [k for k in para.children if not (isinstance(k, nodes.Text) and not k.strip())]
+        if len(kids) == 1 and isinstance(kids[0], nodes.image):
+            para.replace_self(kids[0].deepcopy())
 
 
 def _notebook_links(app, pagename, templatename, context, doctree):
@@ -91,5 +131,6 @@ def _copy_files(app, exception):
 
 def setup(app):
     app.connect("source-read", _contents)
+    app.connect("doctree-read", _lone_images)
     app.connect("html-page-context", _notebook_links)
     app.connect("build-finished", _copy_files)

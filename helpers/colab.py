@@ -4,8 +4,9 @@ A notebook opened in Colab from GitHub runs in a fresh runtime that holds nothin
 repository. Its first code cell (the *setup cell*) therefore fetches the repository (a shallow
 clone), installs what Colab lacks (`requirements-colab.txt`, never changing a package Colab has),
 puts `helpers` on the path and moves into `notebooks/`, so the notebook's relative paths hold; on
-any other machine it only says so. Running it again, or in a second notebook of the same runtime,
-reuses what is there.
+any other machine it only checks that the course is there (a notebook downloaded alone stops there, with
+one line on how to get the course, instead of a bare ModuleNotFoundError at `import helpers`). Running
+it again, or in a second notebook of the same runtime, reuses what is there.
 
 Badges and setup cells are generated from one setting, the repository's URL in pyproject.toml
 (`[tool.course] repository`):
@@ -31,18 +32,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 SETUP_TAG = "colab-setup"  # the cell tag that marks the setup cell
+#: The tag myst-nb (the course's book, docs/conf.py) reads to leave a cell out of the page: a reader of the book
+#: runs nothing, so the setup cell is not shown there.
+HIDDEN_TAG = "remove-cell"
 BADGE_IMAGE = "https://colab.research.google.com/assets/colab-badge.svg"
 NO_BADGE = ("*Open in Colab: not yet. The course has no public repository yet, so Colab cannot fetch it; "
             "run it on your machine as the README says.*")
 
 SETUP_CELL = '''\
 # Sets this notebook up on Colab: fetches the course, installs what Colab lacks, moves into notebooks/.
-# Anywhere else it does nothing. (Written by `python -m helpers.colab` from pyproject.toml.)
-import os, subprocess, sys, time
+# Elsewhere it checks that the rest of the course is there. (Written by `python -m helpers.colab`.)
+import importlib.util, os, subprocess, sys, time
 REPOSITORY = {repository!r}
 try:
     import google.colab  # Colab's own package, found on Colab alone
 except ImportError:
+    if importlib.util.find_spec("helpers") is None:  # a notebook alone, without the course around it
+        class NotInTheCourse(Exception):
+            def _render_traceback_(self):  # Jupyter shows this one line instead of a traceback
+                return [f"NotInTheCourse: {{self}}"]
+        raise NotInTheCourse("This notebook is one lesson of a course and needs the rest of it: "
+                             + (f"git clone {{REPOSITORY}}" if REPOSITORY else "get a copy of the course")
+                             + ", run pip install -r requirements.txt in it, open the notebook from its notebooks/.")
     print("Not on Colab: nothing to set up.")
 else:
     if REPOSITORY is None:
@@ -118,12 +129,12 @@ def setup_cells(nb) -> list:
 def _setup_cell():
     import nbformat
 
-    return nbformat.v4.new_code_cell(metadata={"slideshow": {"slide_type": "skip"}, "tags": [SETUP_TAG]})
+    return nbformat.v4.new_code_cell(metadata={"slideshow": {"slide_type": "skip"}, "tags": [SETUP_TAG, HIDDEN_TAG]})
 
 
 def apply(nb: dict, name: str, repository: str | None) -> dict:
     """`nb` (a notebook as JSON) with its badge and setup cell made from `repository`. The setup cell is
-    the first code cell, tagged `colab-setup`, stored without output."""
+    the first code cell, tagged `colab-setup` and `remove-cell` (left out of the book), stored without output."""
     cells = nb["cells"]
     first = cells[0]
     assert first["cell_type"] == "markdown", f"{name}: the first cell must be the title (markdown)"
@@ -133,6 +144,8 @@ def apply(nb: dict, name: str, repository: str | None) -> dict:
     if not old:
         cells.insert(next(i for i, c in enumerate(cells) if c["cell_type"] == "code"), cell)
     cell["id"] = SETUP_TAG  # a fixed id: regenerating, or merging two branches, finds the same cell
+    tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+    tags += [t for t in (SETUP_TAG, HIDDEN_TAG) if t not in tags]
     cell["source"] = setup_source(repository)
     cell["outputs"], cell["execution_count"] = [], None  # stored unrun: what it prints depends on the machine
     return nb
@@ -194,6 +207,8 @@ def problems(repository: str | None, notebooks: list[Path], readme: Path | None 
             found.append(f"{path.name}: the setup cell is not the first code cell")
         elif "".join(setup[0]["source"]) != setup_source(repository):
             found.append(f"{path.name}: its setup cell differs from the one made for REPOSITORY = {repository!r}")
+        elif HIDDEN_TAG not in setup[0].get("metadata", {}).get("tags", []):
+            found.append(f"{path.name}: its setup cell is not tagged {HIDDEN_TAG!r}, so the book would show it")
     if readme is not None and readme_with_badges(readme.read_text(), repository) != readme.read_text():
         found.append(f"{readme.name}: the notebook table's badges differ from those made for {repository!r}")
     return found

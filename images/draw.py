@@ -36,8 +36,33 @@ def figure_functions():
     return found
 
 
-def draw_all(out_dir: Path = HERE) -> list[Path]:
+def _style() -> None:
     plt.rcParams.update({"svg.hashsalt": "course", "font.size": 10})
+
+
+def smallest_text_px(fig) -> float:
+    """The height in pixels of the smallest text a figure holds, in the PNG this script saves (font size in
+    points x DPI / 72). Shown at a scale s in a page, it is s times that: tests/test_book.py asks for 9 px."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()  # tick labels exist once drawn
+    sizes = [t.get_fontsize() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+    return min(sizes) * DPI / 72
+
+
+def text_sizes() -> dict[str, float]:
+    """{image name: its smallest text in pixels} for every diagram."""
+    _style()
+    sizes = {}
+    for name, fn in figure_functions():
+        fig = fn()
+        sizes[f"{name}.png"] = smallest_text_px(fig)
+        plt.close(fig)
+    return sizes
+
+
+def draw_all(out_dir: Path = HERE) -> list[Path]:
+    _style()
     written = []
     for name, fn in figure_functions():
         fig = fn()

@@ -65,14 +65,14 @@ def draw_gpu_hierarchy():
     for p in range(4):
         x = 6.7 + p * 1.28
         _box(ax, x, 3.0, 1.15, 3.8, SM_COLOR, alpha=0.12, lw=0.8)
-        ax.text(x + 0.575, 6.55, "warp\nscheduler", ha="center", va="center", fontsize=6.5)
-        _box(ax, x + 0.08, 5.3, 0.99, 0.75, REG_COLOR, "registers", alpha=0.3, fontsize=6.5)
+        ax.text(x + 0.575, 6.55, "warp\nscheduler", ha="center", va="center", fontsize=7)
+        _box(ax, x + 0.08, 5.3, 0.99, 0.75, REG_COLOR, "registers", alpha=0.3, fontsize=7)
         for k in range(4):
             for j in range(4):
                 ax.add_patch(Rectangle((x + 0.1 + j * 0.24, 3.95 + k * 0.3), 0.2, 0.24, facecolor=SM_COLOR,
                                        alpha=0.55, lw=0))
-        ax.text(x + 0.575, 3.72, "FP32 lanes", ha="center", va="center", fontsize=6.5)
-        _box(ax, x + 0.08, 3.1, 0.99, 0.45, WARP_COLOR, "tensor core", alpha=0.35, fontsize=6)
+        ax.text(x + 0.575, 3.72, "FP32 lanes", ha="center", va="center", fontsize=7)
+        _box(ax, x + 0.08, 3.1, 0.99, 0.45, WARP_COLOR, "tensor core", alpha=0.35, fontsize=7)
     _box(ax, 6.7, 1.6, 4.99, 1.2, SMEM_COLOR, "shared memory / L1 cache\n(one pool per SM, split among its blocks)",
          fontsize=8)
     ax.text(9.2, 0.75, "resident: up to 16-32 blocks,\n1,024-2,048 threads (32-64 warps) per SM", ha="center", va="center",
@@ -86,7 +86,7 @@ def draw_gpu_hierarchy():
         r, c = divmod(t, 8)
         x, y = 12.85 + c * 0.46, 5.9 - r * 0.75
         ax.add_patch(Rectangle((x, y), 0.38, 0.55, facecolor=WARP_COLOR, alpha=0.45, edgecolor=WARP_COLOR))
-        ax.text(x + 0.19, y + 0.27, str(t), ha="center", va="center", fontsize=6.5)
+        ax.text(x + 0.19, y + 0.27, str(t), ha="center", va="center", fontsize=7)
     ax.text(14.6, 2.9, "one instruction, 32 threads in lockstep\n(SIMT); each has its own registers",
             ha="center", va="center", fontsize=8)
     _arrow(ax, (11.9, 6.3), (12.6, 6.3), color=WARP_COLOR, lw=1.5)

@@ -101,8 +101,10 @@ def draw_window_sum_tile():
         in_tile = T <= i < 2 * T + 2
         halo = 2 * T <= i < 2 * T + 2
         color = "#f4a261" if halo else (BLOCK_COLORS[1] if in_tile else GREY)
-        _cell(ax, i, y_a, i, color, fontsize=7)
-    _brace(ax, T, 2 * T + 2, y_a + 1.05, "block 1 needs A[8 .. 17]: 8 + 2 elements", below=False, fontsize=8.5)
+        _cell(ax, i, y_a, i, color, fontsize=7.5)
+    _brace(ax, T, 2 * T + 2, y_a + 1.05,
+           "block 1 needs A[8 .. 17]: 8 + 2 elements (drawn with 8 threads a block; the kernel has 256, 256 + 2)",
+           below=False, fontsize=8.5)
 
     # shared memory tile
     y_s = -2.2
@@ -110,7 +112,7 @@ def draw_window_sum_tile():
     ax.text(x_s - 0.3, y_s + 0.5, "A_shared\n(block 1)", ha="right", va="center", fontsize=9, weight="bold")
     for j in range(T + 2):
         halo = j >= T
-        _cell(ax, x_s + j, y_s, j, "#f4a261" if halo else BLOCK_COLORS[1], fontsize=7, lw=1.4)
+        _cell(ax, x_s + j, y_s, j, "#f4a261" if halo else BLOCK_COLORS[1], fontsize=7.5, lw=1.4)
     ax.text(x_s + T + 2.2, y_s + 0.5, "halo: also in\nblock 2's tile", ha="left", va="center", fontsize=8,
             color="#b5651d")
     # cooperative fetch arrows: thread t loads element t, then threads 0, 1 load the halo
@@ -118,7 +120,7 @@ def draw_window_sum_tile():
         t = j % T
         ax.add_patch(FancyArrowPatch((x_s + j + 0.5, y_a - 0.05), (x_s + j + 0.5, y_s + 1.05), arrowstyle="-|>",
                                      mutation_scale=8, color="#b5651d" if j >= T else "#555555", lw=0.9))
-        ax.text(x_s + j + 0.62, (y_a + y_s + 1) / 2, f"t{t}", fontsize=7, ha="left", va="center",
+        ax.text(x_s + j + 0.62, (y_a + y_s + 1) / 2, f"t{t}", fontsize=7.5, ha="left", va="center",
                 color="#b5651d" if j >= T else "#555555")
     ax.text(-3.2, (y_a + y_s + 1) / 2, "cooperative fetch:\nthread t loads t, t+8, ...\nthen __syncthreads()",
             ha="left", va="center", fontsize=8.5)
@@ -128,7 +130,7 @@ def draw_window_sum_tile():
     ax.text(-0.3, y_b + 0.5, "B (global)", ha="right", va="center", fontsize=9, weight="bold")
     for i in range(n_out):
         color = BLOCK_COLORS[1] if T <= i < 2 * T else GREY
-        _cell(ax, i, y_b, i, color, fontsize=7)
+        _cell(ax, i, y_b, i, color, fontsize=7.5)
     # one output's window: B[11] = A_shared[3] + A_shared[4] + A_shared[5]
     k = 3
     ax.add_patch(Rectangle((x_s + k, y_s), 3, 1, fill=False, edgecolor="#d62828", lw=2.2))
@@ -154,7 +156,7 @@ def _arrow(ax, x0, x1, y, label, sub=""):
     ax.add_patch(FancyArrowPatch((x0, y), (x1, y), arrowstyle="-|>", mutation_scale=14, color=INK, lw=1.3))
     ax.text((x0 + x1) / 2, y + 0.12, label, ha="center", va="bottom", fontsize=8.5, weight="bold")
     if sub:
-        ax.text((x0 + x1) / 2, y - 0.12, sub, ha="center", va="top", fontsize=7, color="#444444")
+        ax.text((x0 + x1) / 2, y - 0.12, sub, ha="center", va="top", fontsize=7.5, color="#444444")
 
 
 def draw_cuda_compile_flow():
@@ -168,7 +170,7 @@ def draw_cuda_compile_flow():
     boxes = [
         ("TensorIR", "IRModule after\nsplit / bind /\nvectorize ...\n\nsch.mod.script()", "#e0fbfc"),
         ("CUDA C", "__global__ void\nmain_kernel(...)\n{ ... threadIdx.x }\n\nhelpers.cuda_source()", "#caf0f8"),
-        ("PTX", "virtual ISA:\nld.global.f32\nadd.f32 ...\n\nhelpers.ptx()", "#ffe5b4"),
+        ("PTX", "virtual ISA:\nld.global.nc.f32\nadd.f32 ...\n\nhelpers.ptx()", "#ffe5b4"),
         ("SASS in a cubin", "machine code for\none arch (sm_90)\nLDG / FADD / STG\n\nhelpers.ptxas_report()",
          "#ffd6d6"),
     ]
@@ -176,7 +178,7 @@ def draw_cuda_compile_flow():
         _box(ax, x, y, w, h, title, body, color)
     mid = y + h / 2
     _arrow(ax, xs[0] + w + 0.05, xs[1] - 0.05, mid, "TVM codegen", "tvm.compile():\nlowers, emits C")
-    _arrow(ax, xs[1] + w + 0.05, xs[2] - 0.05, mid, "NVVM front end", "NVRTC (TVM's default)\nor nvcc -ptx")
+    _arrow(ax, xs[1] + w + 0.05, xs[2] - 0.05, mid, "NVVM front end", "NVRTC (TVM's\ndefault) or nvcc")
     _arrow(ax, xs[2] + w + 0.05, xs[3] - 0.05, mid, "ptxas", "allocates registers,\nschedules")
     ax.add_patch(FancyArrowPatch((xs[3] + w + 0.05, mid), (14.15, mid), arrowstyle="-|>", mutation_scale=14,
                                  color=INK, lw=1.3))

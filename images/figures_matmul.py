@@ -78,28 +78,38 @@ def _owner_grid(rows, cols, threads_y, threads_x, interleave):
 
 
 def draw_matmul_thread_tiles():
-    """A block tile of C: each thread's outputs contiguous, or in interleaved groups (vthreads)."""
-    rows, cols, ty, tx = 8, 16, 2, 4
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.6))
+    """Notebook 03's tiles (MLC_TILES = (ly, lx, by, bx, tk) = (8, 8, 8, 8, 4)): one row of threads of the 64 x 64
+    block tile of C, each thread's 8 columns contiguous, or interleaved in groups of 4 (vthread.x = 2, 32 apart)."""
+    rows, cols, tx, lx, width = 8, 64, 8, 8, 4
+    fig, axes = plt.subplots(2, 1, figsize=(9.6, 4.4))
     cmap = plt.get_cmap("tab10")
-    for ax, inter, title in [
-        (axes[0], 0, "contiguous: thread t owns columns 4t .. 4t+3\n(a warp's reads of one B row are 4 floats apart)"),
-        (axes[1], 2, "interleaved in groups of 2 (vthread.x = 2)\n(a warp's reads of one B row are contiguous)"),
-    ]:
-        owner = _owner_grid(rows, cols, ty, tx, inter)
+    panels = [
+        (axes[0], 0, "contiguous: thread t owns columns 8t .. 8t+7 "
+                     "(a warp's float4 reads of a row of B start 32 bytes apart)"),
+        (axes[1], width, "interleaved in groups of 4 (vthread.x = 2): thread t owns columns 4t .. 4t+3 and the "
+                         "same 32 columns further on\n(a warp's float4 reads of a row of B are one contiguous run)"),
+    ]
+    for ax, inter, title in panels:
+        owner = _owner_grid(rows, cols, 1, tx, inter)
         for i in range(rows):
             for j in range(cols):
                 t = owner[i, j]
                 ax.add_patch(Rectangle((j, rows - 1 - i), 1, 1, facecolor=cmap(t % 10), alpha=0.75,
-                                       edgecolor="white", lw=1))
-                ax.text(j + 0.5, rows - 0.5 - i, str(t), ha="center", va="center", fontsize=7)
+                                       edgecolor="white", lw=0.8))
+                ax.text(j + 0.5, rows - 0.5 - i, str(t), ha="center", va="center", fontsize=7.5)
+        if inter:
+            for v, x0 in enumerate((0, tx * width)):
+                ax.annotate("", xy=(x0 + 0.1, -0.35), xytext=(x0 + tx * width - 0.1, -0.35),
+                            arrowprops=dict(arrowstyle="-", lw=1))
+                ax.text(x0 + tx * width / 2, -0.6, f"vthread {v}" + (": 32 columns further on" if v else ""),
+                        ha="center", va="top", fontsize=8)
         ax.set_xlim(0, cols)
-        ax.set_ylim(0, rows)
+        ax.set_ylim(-1.6 if inter else 0, rows)
         ax.set_aspect("equal")
-        ax.set_xticks([])
-        ax.set_yticks([])
-        ax.set_title(title, fontsize=9)
-    fig.suptitle("8 x 16 block tile, 2 x 4 threads, each thread 4 x 4 outputs (number = thread)", fontsize=10)
+        ax.axis("off")
+        ax.set_title(title, fontsize=8.5)
+    fig.suptitle("One row of threads (threadIdx.y = 0) of the 64 x 64 block tile: 8 threads x 8 x 8 outputs "
+                 "(number = threadIdx.x)", fontsize=9.5)
     fig.tight_layout()
     return fig
 
@@ -158,7 +168,7 @@ def draw_coalescing():
         for t, w in enumerate(touched):
             ax.add_patch(Rectangle((w, 0), 1, 1, facecolor=HOT if stride > 1 else C_COL, edgecolor="black", lw=0.4))
             if t % 4 == 0 or stride > 1:
-                ax.text(w + 0.5, 1.25, str(t), ha="center", fontsize=6)
+                ax.text(w + 0.5, 1.25, str(t), ha="center", fontsize=7.5)
         sectors = {w // 8 for w in touched}
         for s in sectors:
             ax.add_patch(Rectangle((s * 8, -0.15), 8, 1.3, fill=False, edgecolor="black", lw=1.0))
@@ -190,6 +200,13 @@ def bank_pattern(word_of_thread, width=1):
     return degree
 
 
+def _threads_label(ts):
+    """The threads reading one word, on two lines: "0" over "16" (threads 0 and 16), "0-" over "15" (0 to 15)."""
+    if len(ts) > 2 and ts == list(range(ts[0], ts[-1] + 1)):
+        return f"{ts[0]}-\n{ts[-1]}"
+    return "\n".join(map(str, ts[:2])) + ("+" if len(ts) > 2 else "")
+
+
 def _bank_panel(ax, words, width, title):
     cmap = plt.get_cmap("tab20")
     rows = {}
@@ -203,14 +220,14 @@ def _bank_panel(ax, words, width, title):
             color = cmap(ts[0] % 20) if ts else "white"
             ax.add_patch(Rectangle((b, -r_i - 1), 1, 1, facecolor=color, alpha=0.8 if ts else 1, edgecolor="#999999", lw=0.4))
             if ts:
-                ax.text(b + 0.5, -r_i - 0.5, ",".join(map(str, ts[:2])) + ("+" if len(ts) > 2 else ""),
-                        ha="center", va="center", fontsize=5)
+                ax.text(b + 0.5, -r_i - 0.5, _threads_label(ts), ha="center", va="center", fontsize=6.5,
+                        linespacing=0.9)
     ax.set_xlim(0, 32)
     ax.set_ylim(-len(row_ids), 0.2)
-    ax.set_xticks(np.arange(32) + 0.5, [str(b) for b in range(32)], fontsize=5)
-    ax.set_yticks([-i - 0.5 for i in range(len(row_ids))], [f"words {32 * r}.." for r in row_ids], fontsize=6)
-    ax.tick_params(length=0)
-    ax.set_title(f"{title}: {bank_pattern(words, width)}-way", fontsize=8)
+    ax.set_xticks(np.arange(32) + 0.5, [str(b) for b in range(32)], fontsize=6.5)
+    ax.set_yticks([-i - 0.5 for i in range(len(row_ids))], [f"words {32 * r}.." for r in row_ids], fontsize=7)
+    ax.tick_params(length=0, pad=2)
+    ax.set_title(f"{title}: {bank_pattern(words, width)}-way", fontsize=8.5)
 
 
 def bank_cases():
@@ -228,11 +245,12 @@ def bank_cases():
 def draw_bank_conflicts():
     """Which bank each thread of a warp touches, for four shared-memory reads of notebook 04."""
     cases = bank_cases()
-    fig, axes = plt.subplots(len(cases), 1, figsize=(11, 7.2),
+    fig, axes = plt.subplots(len(cases), 1, figsize=(8.6, 7.4),
                              gridspec_kw={"height_ratios": [max(1, len({(w + i) // 32 for w in c[1] for i in range(c[2])})) + 1 for c in cases]})
     for ax, (title, words, width) in zip(axes, cases):
         _bank_panel(ax, words, width, title)
-    axes[-1].set_xlabel("shared-memory bank (32 banks of 4-byte words); cell text = threads of the warp (16 x 2 threads)", fontsize=8)
-    fig.suptitle("Bank conflicts: n different words in one bank cost n passes (the same word is broadcast)", fontsize=10)
+    axes[-1].set_xlabel("shared-memory bank (32 banks of 4-byte words); in a cell, the threads of the warp (16 x 2)\n"
+                        "that read that word: 0 over 16 = threads 0 and 16, 0- over 15 = threads 0 to 15", fontsize=8)
+    fig.suptitle("Bank conflicts: n different words in one bank cost n passes (the same word is broadcast)", fontsize=9.5)
     fig.tight_layout()
     return fig

@@ -101,38 +101,43 @@ def draw_wmma_scopes():
 
 
 def draw_wmma_tiling():
-    """Block tile -> warp tiles -> 16x16 fragments (2 x 4 warps of 4 x 4 fragments = 128 x 256)."""
-    fig, ax = plt.subplots(figsize=(10, 4.2))
-    cell = 0.22
-    wm, wn, fm, fn = 2, 4, 4, 4
+    """Notebook 05's first tensor-core kernel (section 5): a 128 x 128 block tile of C split among 4 x 4 warps
+    (threadIdx.y), each warp 2 x 2 fragments of 16 x 16 = 32 x 32 outputs; k advances 64 at a time, a k tile
+    of 2 steps (k1) x 2 fragments (k2)."""
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    cell = 0.3
+    wm, wn, fm, fn = 4, 4, 2, 2
     rows, cols = wm * fm, wn * fn
     x0, y0 = 0.0, rows * cell
     colors = ["#c6dbef", "#fdd0a2", "#c7e9c0", "#dadaeb"]
     for w_r in range(wm):
         for w_c in range(wn):
-            col = colors[(w_r * wn + w_c) % len(colors)]
+            col = colors[(w_r + w_c) % len(colors)]
             _grid(ax, x0 + w_c * fn * cell, y0 - w_r * fm * cell, fm, fn, cell, col, edge="#777777")
             ax.add_patch(Rectangle((x0 + w_c * fn * cell, y0 - (w_r + 1) * fm * cell), fn * cell, fm * cell,
                                    fill=False, edgecolor="black", lw=1.4))
-            ax.text(x0 + (w_c + 0.5) * fn * cell, y0 - (w_r + 0.5) * fm * cell, f"warp {w_r * wn + w_c}",
-                    ha="center", va="center", fontsize=8)
+            ax.text(x0 + (w_c + 0.5) * fn * cell, y0 - (w_r + 0.5) * fm * cell, f"warp\n{w_r * wn + w_c}",
+                    ha="center", va="center", fontsize=8, linespacing=0.95)
     ax.add_patch(Rectangle((x0, 0), cols * cell, rows * cell, fill=False, edgecolor=HOT, lw=2))
-    ax.text(x0 + cols * cell / 2, y0 + 0.15,
-            "block tile: 128 x 256 outputs of C = 2 x 4 warps (threadIdx.y)", ha="center", va="bottom", fontsize=9)
-    ax.text(x0 + cols * cell / 2, -0.15, "each warp: 4 x 4 fragments of 16 x 16 = 64 x 64 outputs",
+    ax.text(x0 + cols * cell / 2, y0 + 0.12, "block tile: 128 x 128 outputs of C\n= 4 x 4 warps (threadIdx.y 0-15)",
+            ha="center", va="bottom", fontsize=9)
+    ax.text(x0 + cols * cell / 2, -0.12, "each warp: 2 x 2 fragments\nof 16 x 16 = 32 x 32 outputs",
             ha="center", va="top", fontsize=9)
     # zoom: one warp's k step
-    zx = cols * cell + 1.4
-    _grid(ax, zx + 0.7, y0, fm, fn, cell * 1.2, C_COL, alpha=0.5)
-    _grid(ax, zx, y0, fm, 1, cell * 1.2, A_COL, alpha=0.5)
-    _grid(ax, zx + 0.7, y0 + 1.2 * cell + 0.35, 1, fn, cell * 1.2, B_COL, alpha=0.5)
-    ax.text(zx - 0.15, y0 - fm * cell * 0.6, "A", fontsize=9, ha="right", va="center")
-    ax.text(zx + 0.7 + fn * cell * 0.6, y0 + 1.2 * cell + 0.45, "B fragments", fontsize=8, ha="center")
-    ax.text(zx + 0.7 + fn * cell * 0.6, y0 - fm * cell * 1.2 - 0.15,
-            "one warp, one k step:\n4 + 4 fragment loads\nfeed 4 x 4 = 16 mma_sync", ha="center", va="top",
-            fontsize=8.5)
-    ax.set_xlim(-0.2, zx + 2.4)
-    ax.set_ylim(-0.9, y0 + 1.0)
+    z = cell * 2.0  # a fragment, drawn larger
+    zx = cols * cell + 1.9
+    top = y0 - 0.35
+    _grid(ax, zx, top, fm, fn, z, C_COL, alpha=0.5)
+    _grid(ax, zx - z - 0.25, top, fm, 1, z, A_COL, alpha=0.5)
+    _grid(ax, zx, top + z + 0.25, 1, fn, z, B_COL, alpha=0.5)
+    ax.text(zx - z - 0.4, top - z, "A\nfragments", fontsize=8.5, ha="right", va="center")
+    ax.text(zx + fn * z + 0.15, top + z / 2 + 0.25, "B fragments", fontsize=8.5, ha="left", va="center")
+    ax.text(zx + fn * z + 0.15, top - z, "one warp's\n2 x 2 accumulators", fontsize=8.5, ha="left", va="center")
+    ax.text(zx + fn * z / 2, top - fm * z - 0.2,
+            "each 16 of k (one fragment deep): 2 + 2 fragment\nloads feed 2 x 2 = 4 mma_sync; "
+            "a k tile of 64\n= 2 steps (k1) x 2 fragments (k2)", ha="center", va="top", fontsize=8.5)
+    ax.set_xlim(-0.2, zx + 3.2)
+    ax.set_ylim(-1.0, y0 + 0.9)
     ax.set_aspect("equal")
     ax.axis("off")
     return fig
@@ -142,7 +147,7 @@ def _bank_panel(ax, stride, title):
     """The 8 rows x 16 bytes that one phase of a fragment load (ldmatrix) reads: which banks."""
     ax.set_title(title, fontsize=9, loc="left")
     for bank in range(32):
-        ax.text(bank + 0.5, 8.35, str(bank), ha="center", fontsize=5.5, color="#555555")
+        ax.text(bank + 0.5, 8.35, str(bank), ha="center", fontsize=6.5, color="#555555")
     counts = [0] * 32
     for r in range(8):
         start = (r * stride * 2 // 4) % 32  # first bank of row r: 2 bytes per half, 4 bytes per bank
@@ -151,7 +156,7 @@ def _bank_panel(ax, stride, title):
             counts[b] += 1
             ax.add_patch(Rectangle((b, 7 - r), 1, 1, facecolor=plt.cm.tab10(r), edgecolor="white", lw=0.5,
                                    alpha=0.85))
-        ax.text(-0.4, 7.5 - r, f"row {r}", ha="right", va="center", fontsize=6.5)
+        ax.text(-0.4, 7.5 - r, f"row {r}", ha="right", va="center", fontsize=7)
     worst = max(counts)
     msg = (f"{worst}-way bank conflict: the load takes {worst} times as long" if worst > 1
            else "8 rows x 4 banks cover all 32 banks once: conflict-free")
@@ -165,7 +170,7 @@ def _bank_panel(ax, stride, title):
 def draw_wmma_smem_padding():
     """Fragment loads from shared tiles whose rows are 64, 32 and 40 (padded) halves long."""
     fig, axes = plt.subplots(3, 1, figsize=(8, 7.4))
-    _bank_panel(axes[0], 64, "row of 64 halves (the seed's k tile of 64): every row starts in bank 0")
+    _bank_panel(axes[0], 64, "row of 64 halves (the first schedule's k tile): every row starts in bank 0")
     _bank_panel(axes[1], 32, "row of 32 halves (k tile 32): rows start in banks 0 and 16")
     _bank_panel(axes[2], 40, "row of 32 halves padded to 40 (storage_align(factor=32, offset=8))")
     fig.tight_layout()

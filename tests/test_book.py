@@ -1,6 +1,8 @@
-"""The course's site (docs/conf.py) in a real browser: every page loads with no console error,
-every image and internal link resolves, each notebook page links to Colab (or says how) and to
-its .ipynb, and a screenshot of one notebook page is saved for a person to look at.
+"""The course's site (docs/conf.py) in a real browser at 1280 px, as a student reads it: every page loads with
+no console error, every image and internal link resolves, each notebook page links to Colab (or says how) and
+to its .ipynb; no code or output block scrolls sideways; every diagram can be enlarged and its text is at least
+9 px as shown; no setup cell or test marker is visible; the lessons come first, the maintainers' pages apart.
+Screenshots of the front page and of one notebook page are saved for a person to look at.
 
 The site is built here into docs/_build/html, unless COURSE_BOOK names a site already built
 (`.ci/run` builds it once with the documented command). Chromium is Debian's package, driven by
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import html.parser
+import importlib.util
 import http.server
 import os
 import shutil
@@ -27,7 +30,7 @@ from helpers import colab
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOT_PAGE = "notebooks/07_hopper_wgmma_tma.html"
+SCREENSHOT_PAGE = "notebooks/04_matmul_shared_blocking.html"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -130,7 +133,8 @@ def check_page(page, url: str) -> list[str]:
     page.on("response", lambda r: problems.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
     page.goto(url, wait_until="networkidle")
     for img in page.query_selector_all("img"):
-        img.scroll_into_view_if_needed()
+        if img.is_visible():  # an enlarged copy (sphinx-lightbox's overlay) is hidden until clicked
+            img.scroll_into_view_if_needed()
     page.wait_for_function("() => [...document.images].every(i => i.complete)", timeout=15_000)
     broken = page.evaluate("""() => [...document.images]
         .filter(i => !i.complete || i.naturalWidth === 0).map(i => i.getAttribute('src'))""")
@@ -150,13 +154,59 @@ def _only_this_site(origin: str):
     return route
 
 
-def test_every_page_loads_cleanly_in_chromium(site, server):
+#: What a student never reads on a page: the setup cell (left out by its `remove-cell` tag) and the names of
+#: the tests' cell tags and markers.
+NOT_FOR_STUDENTS = ["Sets this notebook up on Colab", "Not on Colab", "colab-setup", "remove-cell", "nbval",
+                    "NBVAL", "recorded-output"]
+MIN_TEXT_PX = 9  # the smallest text of a diagram, as shown
+SCREENSHOTS = {"index.html": "screenshot-front.png", SCREENSHOT_PAGE: "screenshot-notebook.png"}
+#: Where the notebook page's screenshot looks: the end of a diagram, the prose under it, code and its output.
+SCREENSHOT_AT = "img[src$='bank_conflicts.png']"
+SCREENSHOT_BELOW = 560  # pixels below that diagram's top
+
+#: Every `pre` of the article whose content is wider than its box (it scrolls sideways), and every output.
+WIDE_BLOCKS_JS = """() => [...document.querySelectorAll('article pre, article .cell_output > .output')]
+    .filter(e => e.scrollWidth > e.clientWidth + 1)
+    .map(e => [e.scrollWidth - e.clientWidth,
+               e.textContent.split('\\n').reduce((a, l) => l.length > a.length ? l : a, '').slice(0, 70)])"""
+#: Each image of the article as shown: its file, displayed and natural width, and whether a click enlarges it.
+IMAGES_JS = """() => [...document.querySelectorAll('article img')].filter(i => !i.closest('.lightbox-overlay'))
+    .map(i => ({src: i.getAttribute('src'), shown: i.getBoundingClientRect().width, natural: i.naturalWidth,
+                enlarges: i.classList.contains('lightbox-trigger') && !!i.closest('.lightbox-container')
+                          && !!i.closest('.lightbox-container').querySelector('.lightbox-overlay img')}))"""
+#: The captions of the left sidebar's tables of contents, each with the pages it lists.
+PARTS_JS = """() => [...document.querySelectorAll('.bd-sidebar-primary p.caption')].map(c => {
+    const list = c.nextElementSibling;
+    return [c.textContent.trim(), list ? [...list.querySelectorAll('a')].map(a => a.getAttribute('href')) : []]; })"""
+
+
+def _open_one_enlarged(page) -> str | None:
+    """Click the first diagram the page shows smaller than it is: its overlay must show it larger."""
+    index = page.evaluate("""() => [...document.querySelectorAll('article img.lightbox-trigger')]
+        .findIndex(i => i.getBoundingClientRect().width < i.naturalWidth - 1)""")
+    if index < 0:
+        return "no diagram shown reduced, to click"
+    img = page.query_selector_all("article img.lightbox-trigger")[index]
+    shown = img.bounding_box()["width"]
+    img.scroll_into_view_if_needed()
+    img.click()
+    page.wait_for_timeout(300)
+    big = page.evaluate("""() => Math.max(0, ...[...document.querySelectorAll('.lightbox-overlay img')]
+        .map(i => i.getBoundingClientRect().width))""")
+    page.keyboard.press("Escape")
+    return None if big > shown + 1 else f"clicking a diagram shows nothing larger (overlay {big} px, page {shown} px)"
+
+
+@pytest.fixture(scope="module")
+def seen(site, server) -> dict[str, dict]:
+    """Every page of the site as Chromium shows it at 1280 x 900, offline: what went wrong loading it, its blocks
+    that scroll sideways, its images, its text, the sidebar's parts."""
     from playwright.sync_api import sync_playwright
 
     pages = sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html") if "_static" not in p.parts)
     notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert {f"notebooks/{n}.html" for n in notebooks} <= set(pages) and "index.html" in pages
-    failures = {}
+    found = {}
     with sync_playwright() as pw, tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile:
         browser = pw.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS,
                                                         headless=True, viewport={"width": 1280, "height": 900})
@@ -164,18 +214,99 @@ def test_every_page_loads_cleanly_in_chromium(site, server):
         for name in pages:
             page = browser.new_page()
             problems = check_page(page, urljoin(server, name))
-            if name.startswith("notebooks/") and Path(name).stem in notebooks:
+            is_notebook = name.startswith("notebooks/") and Path(name).stem in notebooks
+            if is_notebook:
                 links = page.evaluate("() => [...document.querySelectorAll('.course-links a')]"
                                       ".map(a => a.getAttribute('href') || a.textContent)")
                 colab_link = colab.colab_url(colab.repository(), Path(name).stem)  # as the notebook's badge
                 if links != [colab_link, f"{Path(name).stem}.ipynb"][0 if colab_link else 1:]:
                     problems.append(f"above the notebook, not its Colab link (when published) and download link: {links}")
+            found[name] = {"problems": problems, "notebook": is_notebook, "wide": page.evaluate(WIDE_BLOCKS_JS),
+                           "images": page.evaluate(IMAGES_JS), "parts": page.evaluate(PARTS_JS),
+                           "text": page.evaluate("() => (document.querySelector('article') || document.body).innerText"),
+                           "blocks": page.evaluate("() => document.querySelectorAll('article pre').length")}
+            if name in SCREENSHOTS:
+                if name == SCREENSHOT_PAGE:
+                    page.evaluate(f"document.querySelector(\"{SCREENSHOT_AT}\").scrollIntoView()")
+                    page.evaluate(f"window.scrollBy(0, {SCREENSHOT_BELOW})")
+                else:
+                    page.evaluate("window.scrollTo(0, 0)")
+                page.wait_for_timeout(200)
+                page.screenshot(path=str(site.parent / SCREENSHOTS[name]))
             if name == SCREENSHOT_PAGE:
-                page.evaluate("window.scrollTo(0, 0)")
-                page.screenshot(path=str(site.parent / "screenshot.png"))
-            if problems:
-                failures[name] = problems
+                found[name]["enlarge"] = _open_one_enlarged(page)
             page.close()
         browser.close()
+    return found
+
+
+def test_every_page_loads_cleanly_in_chromium(seen, site):
+    failures = {name: p["problems"] for name, p in seen.items() if p["problems"]}
     assert not failures, "\n".join(f"{k}:\n  " + "\n  ".join(v) for k, v in failures.items())
-    assert (site.parent / "screenshot.png").stat().st_size > 10_000
+    for shot in SCREENSHOTS.values():
+        assert (site.parent / shot).stat().st_size > 10_000
+
+
+def test_no_code_or_output_block_scrolls_sideways_at_1280_px(seen):
+    """The notebooks print lines of up to 120 characters; the column holds them (docs/_static/course.css)."""
+    assert sum(p["blocks"] for p in seen.values() if p["notebook"]) > 100  # the measure saw the code
+    wide = {name: p["wide"] for name, p in seen.items() if p["wide"]}
+    assert not wide, "blocks wider than the column (overflow in px, the longest line):\n" + "\n".join(
+        f"{name}: {len(blocks)}, e.g. {blocks[:3]}" for name, blocks in wide.items())
+
+
+@pytest.fixture(scope="module")
+def text_sizes() -> dict[str, float]:
+    spec = importlib.util.spec_from_file_location("draw", ROOT / "images" / "draw.py")
+    draw = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(draw)
+    return draw.text_sizes()
+
+
+def diagram_problems(seen: dict, text_sizes: dict[str, float]) -> list[str]:
+    """Each diagram of images/ as shown: its smallest text under MIN_TEXT_PX, or no click to enlarge it."""
+    problems = []
+    for name, p in seen.items():
+        for img in p["images"]:
+            file = img["src"].rsplit("/", 1)[-1]
+            if file not in text_sizes:
+                continue  # a chart a notebook plotted, not a diagram of images/
+            scale = min(1.0, img["shown"] / img["natural"]) if img["natural"] else 0.0
+            if text_sizes[file] * scale < MIN_TEXT_PX:
+                problems.append(f"{name}: {file} shown at {scale:.0%}: its smallest text is "
+                                f"{text_sizes[file] * scale:.1f} px (at least {MIN_TEXT_PX})")
+            if not img["enlarges"]:
+                problems.append(f"{name}: {file} cannot be enlarged")
+    return problems
+
+
+def test_every_diagram_reads_at_the_size_shown_and_enlarges(seen, text_sizes):
+    shown = {img["src"].rsplit("/", 1)[-1] for p in seen.values() for img in p["images"]}
+    assert len(shown & set(text_sizes)) >= 20, "the book shows the diagrams of images/"
+    assert not diagram_problems(seen, text_sizes), "\n".join(diagram_problems(seen, text_sizes))
+    assert seen[SCREENSHOT_PAGE]["enlarge"] is None, seen[SCREENSHOT_PAGE]["enlarge"]
+
+
+def test_the_diagram_check_catches_small_text_and_an_image_that_does_not_enlarge():
+    page = {"images": [{"src": "../_images/a.png", "shown": 500, "natural": 1000, "enlarges": True},
+                       {"src": "../_images/b.png", "shown": 800, "natural": 800, "enlarges": False},
+                       {"src": "../_images/chart.png", "shown": 10, "natural": 1000, "enlarges": False}]}
+    found = diagram_problems({"p.html": page}, {"a.png": 12.0, "b.png": 10.0})
+    assert len(found) == 2 and "a.png shown at 50%" in found[0] and "b.png cannot be enlarged" in found[1]
+
+
+def test_a_student_sees_no_setup_cell_and_no_test_marker(seen):
+    """Passes once every notebook's setup cell carries `remove-cell` (`python -m helpers.colab` writes it)."""
+    found = [f"{name}: {word!r}" for name, p in seen.items() if p["notebook"] for word in NOT_FOR_STUDENTS
+             if word in p["text"]]
+    assert not found, "a notebook page shows what a student does not need:\n" + "\n".join(found)
+
+
+def test_the_lessons_come_first_and_the_maintainers_pages_apart(seen):
+    parts = dict(seen["index.html"]["parts"])
+    lessons = [href.split("#")[0] for href in parts.get("Lessons", [])]
+    notebooks = sorted(p.stem for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert lessons == [f"notebooks/{n}.html" for n in notebooks], parts
+    assert list(parts)[0] == "Lessons" and len(parts.get("For maintainers", [])) == 2, parts
+    front = seen["index.html"]["text"]
+    assert front.index("What you will learn") < front.index("The lessons, in order") < front.index("Run it")

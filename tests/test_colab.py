@@ -56,7 +56,7 @@ def test_badges_and_setup_cells_follow_the_repository_setting():
     assert colab.problems(url, NOTEBOOKS) == [], "run `python -m helpers.colab` after changing the setting"
 
 
-@pytest.mark.parametrize("tamper", ["badge", "setup", "order"])
+@pytest.mark.parametrize("tamper", ["badge", "setup", "order", "shown in the book"])
 def test_a_badge_or_setup_cell_that_disagrees_with_the_setting_is_found(tmp_path, tamper):
     path = tmp_path / "01_vector_add.ipynb"
     nb = colab.apply(nbformat.read(NOTEBOOKS[1], as_version=4), path.stem, EXAMPLE)
@@ -65,6 +65,8 @@ def test_a_badge_or_setup_cell_that_disagrees_with_the_setting_is_found(tmp_path
         nb.cells[0].source = nb.cells[0].source.replace("/OWNER/NAME/", "/OWNER/OTHER/")
     elif tamper == "setup":
         setup.source = setup.source.replace("--depth", "--depth-typo")
+    elif tamper == "shown in the book":
+        setup.metadata["tags"].remove(colab.HIDDEN_TAG)
     else:
         nb.cells.remove(setup)
         nb.cells.insert(3, setup)
@@ -85,6 +87,47 @@ def test_generating_for_a_github_repository_writes_colab_links_once(tmp_path):
     assert sum(link in line for line in readme.read_text().splitlines()) == 1
     setups = colab.setup_cells(nb)
     assert len(setups) == 1 and f"REPOSITORY = {EXAMPLE!r}" in setups[0].source
+
+
+def test_the_setup_cell_is_left_out_of_the_book():
+    nb = colab.apply(nbformat.read(NOTEBOOKS[1], as_version=4), NOTEBOOKS[1].stem, EXAMPLE)
+    setup = colab.setup_cells(nb)[0]
+    assert setup.metadata["tags"][:2] == [colab.SETUP_TAG, colab.HIDDEN_TAG]
+    assert colab.HIDDEN_TAG == "remove-cell"  # the tag myst-nb (docs/conf.py's book) leaves out
+    colab.apply(nb, NOTEBOOKS[1].stem, EXAMPLE)
+    assert setup.metadata["tags"].count(colab.HIDDEN_TAG) == 1  # regenerating adds nothing twice
+
+
+#: Runs a cell in an IPython shell as Jupyter does, with `helpers` nowhere to be found (a notebook downloaded on
+#: its own), and prints what the notebook would show under the cell.
+_ALONE = """
+import importlib.util, sys
+from IPython.core.interactiveshell import InteractiveShell
+found = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: None if name == "helpers" else found(name, *a)
+shell = InteractiveShell.instance()
+result = shell.run_cell(sys.stdin.read())
+print("stopped" if result.error_in_exec is not None else "went on")
+"""
+
+
+@pytest.mark.parametrize("repository", [EXAMPLE, None])
+def test_a_notebook_alone_says_in_one_line_how_to_get_the_course(tmp_path, repository):
+    """Off Colab, where `helpers` cannot be imported, the setup cell stops the notebook with one line on how to
+    get the course: no traceback, no bare ModuleNotFoundError at `import helpers` in the next cell."""
+    done = subprocess.run([sys.executable, "-c", _ALONE], input=colab.setup_source(repository), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    shown = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert shown[-1] == "stopped" and len(shown) == 2, done.stdout + done.stderr
+    assert shown[0].startswith("NotInTheCourse: This notebook is one lesson of a course")
+    assert "pip install -r requirements.txt" in shown[0]
+    assert (f"git clone {EXAMPLE}" in shown[0]) == (repository is not None)
+
+
+def test_with_the_course_there_the_setup_cell_only_says_so(tmp_path):
+    done = subprocess.run([sys.executable, "-c", colab.setup_source(EXAMPLE)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "Not on Colab: nothing to set up.", done.stderr
 
 
 def test_colab_links_need_a_github_repository():
