@@ -1,6 +1,7 @@
 """Every notebook can be presented and read: cells and outputs short enough for a slide, lines
-narrow enough for a slide and a GitHub page, a slide per numbered section that fits a screen, and
-no maintainer's words in what a student reads.
+narrow enough for a slide and a GitHub page, a slide per numbered section that fits a screen, no
+maintainer's words in what a student reads, and one lecture long (25 screens, 2,800 words of prose,
+at least three sources linked, no function hiding a ladder's steps behind boolean switches).
 
 These read the committed notebooks only (no kernel runs), so they take a second.
 """
@@ -19,6 +20,7 @@ from nbconvert import SlidesExporter
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 sys.path.insert(0, str(ROOT / "tools"))
+import lecture_length  # noqa: E402  (tools/lecture_length.py: plain nbformat and ast)
 import slides  # noqa: E402  (tools/slides.py: plain nbformat, no TVM)
 
 CODE_LINES = 40  # lines of code in one cell
@@ -212,3 +214,30 @@ def test_the_slide_check_catches_a_missing_section_and_a_full_screen():
     found = slide_problems(nb)
     assert any("section 2 does not open a slide" in p for p in found)
     assert any("a sub-slide of 62 lines" in p for p in found)  # 1 + 30 + 30 + the heading
+
+
+# ------------------------------------------------------------------ a lecture long
+SCREENS = 25  # slides + sub-slides: one lecture (course-design.md)
+WORDS = 2800  # words of prose: "about 2,500", with room for a long formula's explanation
+LINKS = 3  # sources a student can follow
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_is_one_lecture_with_its_sources(path):
+    m = lecture_length.measure(str(path))
+    assert m["screens"] <= SCREENS, f"{path.stem}: {m['screens']} screens (at most {SCREENS})"
+    assert m["words"] <= WORDS, f"{path.stem}: {m['words']} words of prose (at most {WORDS})"
+    assert m["links"] >= LINKS, f"{path.stem}: {m['links']} links (at least {LINKS})"
+    assert not m["switches"], f"{path.stem}: functions with three or more boolean switches: {m['switches']}"
+
+
+def test_the_lecture_measure_counts_prose_screens_links_and_switches():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Title\nSee [the guide](https://example.org/guide) and $x^2$."),
+                nbformat.v4.new_markdown_cell("## 1. Step\n<details><summary>Solution</summary>\n```python\nx = 1\n```"),
+                nbformat.v4.new_code_cell("def kernel(n, unroll=False, vector=False, pad=True):\n    return n")]
+    slides.apply(nb)
+    assert lecture_length.screens(nb) == 2
+    assert lecture_length.words(nb) == 8  # Title, See, the, guide, and, 1., Step, Solution
+    assert lecture_length.links(nb) == 1
+    assert lecture_length.switches(nb) == ["kernel"]
