@@ -4,7 +4,7 @@
     python gpu/experiments/05_tensor_cores.py levers --dry      # anywhere: only build every variant
     python gpu/experiments/05_tensor_cores.py pipeline [--dry]
 
-levers: each lever of notebook 05's sections 11 and 12 in turn, from the seed's schedule: warp
+levers: each lever of notebook 05's sections 10 and 11 in turn, from the seed's schedule: warp
 and block tiles, padded shared rows, the k tile, the width of the global loads, software
 pipelines (stages, cp.async, fragment double buffering, early fragment loads), other tiles with
 the best pipeline, TVM's own tensor-core rule (dlight), and ldmatrix + mma.sync instead of WMMA.
