@@ -45,17 +45,24 @@ def build_site(out: Path) -> None:
     assert not broken, "\n".join(broken)
 
 
-@pytest.fixture(scope="module")
-def site() -> Path:
+def chromium_output(variable: str, default: Path, build) -> Path:
+    """The folder Chromium opens: the one $`variable` names, else `default` once `build(default)`
+    has written it. Skipped where Debian's chromium or the playwright client is missing (on CI
+    that fails: .ci/run installs both)."""
     if not Path(CHROMIUM).exists():
         message = "Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it"
         pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
     pytest.importorskip("playwright", reason="the playwright client is pinned in requirements.txt")
-    given = os.environ.get("COURSE_BOOK")
-    out = Path(given) if given else ROOT / "docs" / "_build" / "html"
-    if not given:
-        build_site(out)
-    return out
+    given = os.environ.get(variable)
+    if given:
+        return Path(given)
+    build(default)
+    return default
+
+
+@pytest.fixture(scope="module")
+def site() -> Path:
+    return chromium_output("COURSE_BOOK", ROOT / "docs" / "_build" / "html", build_site)
 
 
 class _Refs(html.parser.HTMLParser):

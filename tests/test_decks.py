@@ -9,9 +9,7 @@ Set COURSE_DECKS to a folder the command already wrote to check it instead of wr
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -21,8 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 import slides  # noqa: E402  (tools/slides.py)
+from test_book import CHROMIUM, chromium_output  # noqa: E402
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SCREENSHOT_DECK = "01_vector_add"
 SCREEN = {"width": slides.SLIDE_WIDTH, "height": slides.SLIDE_HEIGHT}
@@ -45,15 +43,7 @@ MEASURE_JS = """async () => {
 
 @pytest.fixture(scope="module")
 def decks() -> Path:
-    if not Path(CHROMIUM).exists():
-        message = "Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it"
-        pytest.fail(message) if os.environ.get("CI") else pytest.skip(message)
-    pytest.importorskip("playwright", reason="the playwright client is pinned in requirements.txt")
-    given = os.environ.get("COURSE_DECKS")
-    out = Path(given) if given else ROOT / "docs" / "_build" / "slides"
-    if not given:
-        slides.write_decks(out)
-    return out
+    return chromium_output("COURSE_DECKS", ROOT / "docs" / "_build" / "slides", slides.write_decks)
 
 
 def slide_problems(measured: list[dict], screen_height: int = slides.SLIDE_HEIGHT) -> list[str]:

@@ -53,22 +53,50 @@ def solution(notebook, exercise_marker):
     return re.search(r"```python\n(.*?)```", text, flags=re.S).group(1)
 
 
-def run_exercise(tmp_path, capsys, notebook, context, exercise, answer, extra=""):
-    """Run `exercise` (a marker of its code cell) after the definitions of the `context` cells, with
-    `answer` as its answer lines; return what it printed, or 'AssertionError: ...' if a check failed."""
-    cell = _one(notebook, exercise)
+def named_definitions(notebook, names):
+    """The notebook's imports and the top-level functions and constants named in `names`, each
+    defined once: what a test needs of a notebook whose defining cells also measure."""
+    chunks, found = [], set()
+    for src in _cells(notebook):
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            targets = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                chunks.append(ast.get_source_segment(src, node))
+            elif getattr(node, "name", None) in names or (targets and set(targets) <= set(names)):
+                defined = ({node.name} if hasattr(node, "name") else set()) | set(targets)
+                assert not defined & found, f"{notebook} defines {sorted(defined & found)} twice"
+                found |= defined
+                chunks.append(ast.get_source_segment(src, node))
+    assert set(names) <= found, f"{notebook} does not define {sorted(set(names) - found)}"
+    return "\n\n\n".join(chunks)
+
+
+def run_cell(tmp_path, capsys, setup, cell, answer):
+    """Run the exercise `cell` with `answer` as its answer lines after the source `setup`; return
+    what it printed, or 'AssertionError: ...' if a check failed."""
     check = cell[cell.index("\n\n"):]  # the answer lines end at the first blank line
-    setup = tmp_path / "context.py"  # files, so TVMScript can read the classes' source
-    setup.write_text("\n\n\n".join([_definitions(_one(notebook, m)) for m in context] + [extra]))
+    context = tmp_path / "context.py"  # files, so TVMScript can read the classes' source
+    context.write_text(setup)
     code = tmp_path / "exercise.py"
     code.write_text(textwrap.dedent(answer) + "\n\n" + check)
-    namespace = runpy.run_path(str(setup))
+    namespace = runpy.run_path(str(context))
     capsys.readouterr()
     try:
         runpy.run_path(str(code), init_globals=namespace)
     except AssertionError as err:
         return f"AssertionError: {err}"
     return capsys.readouterr().out
+
+
+def run_exercise(tmp_path, capsys, notebook, context, exercise, answer, extra=""):
+    """Run `exercise` (a marker of its code cell) after the definitions of the `context` cells, with
+    `answer` as its answer lines; return what it printed, or 'AssertionError: ...' if a check failed."""
+    setup = "\n\n\n".join([_definitions(_one(notebook, m)) for m in context] + [extra])
+    return run_cell(tmp_path, capsys, setup, _one(notebook, exercise), answer)
 
 
 def right(out, exercise):

@@ -6,54 +6,20 @@ before its first blank line) replaced by an answer; the definitions it needs are
 functions and constants, taken from its code cells by name (the cells that define them also
 measure, which these tests leave out)."""
 
-import ast
-import runpy
-import textwrap
-
 import pytest
 
-from test_exercises import _cells, _one, solution
+from test_exercises import _one, named_definitions, run_cell, solution
 
 NB03 = "03_matmul_local_blocking"
 NB04 = "04_matmul_shared_blocking"
 LIVE = "class nb:  # no GPU: the checks that run a kernel are skipped\n    live = False\n"
 
 
-def definitions(notebook, names):
-    """The notebook's imports and the top-level functions and constants named in `names`."""
-    chunks, found = [], set()
-    for src in _cells(notebook):
-        try:
-            tree = ast.parse(src)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            targets = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                chunks.append(ast.get_source_segment(src, node))
-            elif getattr(node, "name", None) in names or (targets and set(targets) <= set(names)):
-                found |= {getattr(node, "name", None)} | set(targets)
-                chunks.append(ast.get_source_segment(src, node))
-    assert set(names) <= found, f"{notebook} does not define {sorted(set(names) - found)}"
-    return "\n\n\n".join(chunks)
-
-
 def run_step_exercise(tmp_path, capsys, notebook, names, marker, answer):
     """Run the exercise cell holding `marker` with `answer` as its answer lines, after the named
     definitions; return what it printed, or 'AssertionError: ...' if a check failed."""
-    cell = _one(notebook, marker)
-    check = cell[cell.index("\n\n"):]
-    setup = tmp_path / "context.py"  # files, so TVMScript can read the functions' source
-    setup.write_text(definitions(notebook, names) + "\n\n\n" + LIVE)
-    code = tmp_path / "exercise.py"
-    code.write_text(textwrap.dedent(answer) + "\n\n" + check)
-    namespace = runpy.run_path(str(setup))
-    capsys.readouterr()
-    try:
-        runpy.run_path(str(code), init_globals=namespace)
-    except AssertionError as err:
-        return f"AssertionError: {err}"
-    return capsys.readouterr().out
+    return run_cell(tmp_path, capsys, named_definitions(notebook, names) + "\n\n\n" + LIVE, _one(notebook, marker),
+                    answer)
 
 
 # ------------------------------------------------------------------ 03: a step of your own, A in registers

@@ -2,12 +2,10 @@
 correct) and with plausible wrong answers (they must not), on the CPU: each builds the kernel
 with the student's numbers for sm_90a and assembles it."""
 
-import runpy
-import textwrap
 
 import pytest
 
-from test_exercises import _definitions, _one, run_exercise, solution
+from test_exercises import _definitions, _one, run_cell, run_exercise, solution
 
 NB07, NB08 = "07_hopper_wgmma_tma", "08_hopper_persistent_kernel"
 KERNEL07 = ["helpers.start(", "BM, BK = ", "A_LBO, A_SBO", "def load_stage(", "def consume(", "def produce(",
@@ -24,16 +22,8 @@ def run_07(tmp_path, capsys, answer):
 
 def run_08(tmp_path, capsys, answer):
     """run_exercise for 08's cell, after 07's kernel and 08's persistent one (08 runs 07's cells first)."""
-    cell = _one(NB08, TILES)
-    setup = tmp_path / "context.py"  # a file, so TVMScript can read the kernels' source
-    setup.write_text("\n\n\n".join([_definitions(_one(NB07, m)) for m in KERNEL07]
-                                   + [_definitions(_one(NB08, m)) for m in PERSISTENT08]))
-    code = tmp_path / "exercise.py"
-    code.write_text(textwrap.dedent(answer) + "\n\n" + cell[cell.index("\n\n"):])
-    namespace = runpy.run_path(str(setup))
-    capsys.readouterr()
-    runpy.run_path(str(code), init_globals=namespace)
-    return capsys.readouterr().out
+    setup = "\n\n\n".join([_definitions(_one(NB07, m)) for m in KERNEL07] + [_definitions(_one(NB08, m)) for m in PERSISTENT08])
+    return run_cell(tmp_path, capsys, setup, _one(NB08, TILES), answer)
 
 
 @pytest.mark.parametrize("answer, says", [

@@ -7,7 +7,7 @@ import runpy
 
 import pytest
 
-from test_exercises import _cells
+from test_exercises import named_definitions
 
 NB04 = "04_matmul_shared_blocking"
 STEPS = {"matmul_module", "schedule", "tile_block", "loop", "unroll_tile", "zero_first", "shared_tiles", "stage_in_shared",
@@ -17,29 +17,10 @@ RECT = (1024, 512, 2048)
 TILES = (8, 8, 16, 16, 16)
 
 
-def notebook_functions(notebook, names):
-    """The notebook's imports and the named functions, as source (each defined once)."""
-    chunks, found = [], set()
-    for src in _cells(notebook):
-        try:
-            tree = ast.parse(src)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                chunks.append(ast.get_source_segment(src, node))
-            elif isinstance(node, ast.FunctionDef) and node.name in names:
-                assert node.name not in found, f"{notebook} defines {node.name} twice"
-                found.add(node.name)
-                chunks.append(ast.get_source_segment(src, node))
-    assert found == set(names), f"{notebook} does not define {sorted(set(names) - found)}"
-    return "\n\n\n".join(chunks)
-
-
 @pytest.fixture(scope="module")
 def nb04(tmp_path_factory):
     setup = tmp_path_factory.mktemp("nb04") / "definitions.py"  # a file, so TVMScript can read its source
-    setup.write_text(notebook_functions(NB04, STEPS))
+    setup.write_text(named_definitions(NB04, STEPS))
     return runpy.run_path(str(setup))
 
 
@@ -81,7 +62,7 @@ def test_async_copies_refuse_a_transposed_tile(nb04):
 
 def test_each_optimization_is_a_step_not_a_switch(nb04):
     """No step function takes a boolean: each optimization is its own function."""
-    tree = ast.parse(notebook_functions(NB04, STEPS))
+    tree = ast.parse(named_definitions(NB04, STEPS))
     for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
         defaults = [d for d in fn.args.defaults + fn.args.kw_defaults if d is not None]
         assert not any(isinstance(d, ast.Constant) and isinstance(d.value, bool) for d in defaults), fn.name
