@@ -7,8 +7,8 @@ This prints, per notebook, what that rule and the lessons issue measure:
 - words: the prose a student reads (markdown, without code blocks, link targets, HTML tags and
   formulas);
 - links: web links in the prose;
-- setup: lines of code a student reads before the first measurement (`nb.measure`, `run(`,
-  `nb.record`) or, with none, before the first listing;
+- setup: lines of code a student reads before the first number measured on a GPU (the first
+  output saying "recorded on" or "live on");
 - switches: functions with three or more boolean parameters (`x=False`/`x=True`), which hide the
   steps of a ladder behind flags instead of showing each as its change.
 
@@ -23,7 +23,7 @@ import sys
 
 import nbformat
 
-MEASURES = re.compile(r"\bnb\.(measure|record|cublas\w*|copy_ceiling)\(|\brun\(|\bmeasure\w*\(")
+MEASURED = re.compile(r"\[(recorded|live) on ")
 
 
 def screens(nb) -> int:
@@ -53,9 +53,10 @@ def setup_lines(nb) -> int:
     for cell in nb.cells:
         if cell.cell_type != "code" or "colab-setup" in cell.metadata.get("tags", []):
             continue
-        if MEASURES.search(cell.source):
-            return lines
         lines += len(cell.source.splitlines())
+        shown = "".join(out.get("text", "") + str(out.get("data", {}).get("text/plain", "")) for out in cell.get("outputs", []))
+        if MEASURED.search(shown):
+            return lines
     return lines
 
 
