@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import html.parser
-import importlib.util
 import http.server
 import os
 import shutil
@@ -27,6 +26,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import pytest
 
 from helpers import colab
+from test_images import _draw_module
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -264,10 +264,7 @@ def test_no_code_or_output_block_scrolls_sideways_at_1280_px(seen):
 
 @pytest.fixture(scope="module")
 def text_sizes() -> dict[str, float]:
-    spec = importlib.util.spec_from_file_location("draw", ROOT / "images" / "draw.py")
-    draw = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(draw)
-    return draw.text_sizes()
+    return _draw_module().text_sizes()
 
 
 def diagram_problems(seen: dict, text_sizes: dict[str, float]) -> list[str]:
@@ -290,7 +287,8 @@ def diagram_problems(seen: dict, text_sizes: dict[str, float]) -> list[str]:
 def test_every_diagram_reads_at_the_size_shown_and_enlarges(seen, text_sizes):
     shown = {img["src"].rsplit("/", 1)[-1] for p in seen.values() for img in p["images"]}
     assert len(shown & set(text_sizes)) >= 20, "the book shows the diagrams of images/"
-    assert not diagram_problems(seen, text_sizes), "\n".join(diagram_problems(seen, text_sizes))
+    problems = diagram_problems(seen, text_sizes)
+    assert not problems, "\n".join(problems)
     assert seen[SCREENSHOT_PAGE]["enlarge"] is None, seen[SCREENSHOT_PAGE]["enlarge"]
 
 
@@ -303,7 +301,7 @@ def test_the_diagram_check_catches_small_text_and_an_image_that_does_not_enlarge
 
 
 def test_a_student_sees_no_setup_cell_and_no_test_marker(seen):
-    """Passes once every notebook's setup cell carries `remove-cell` (`python -m helpers.colab` writes it)."""
+    """The setup cell is left out by its `remove-cell` tag (`python -m helpers.colab` writes it)."""
     found = [f"{name}: {word!r}" for name, p in seen.items() if p["notebook"] for word in NOT_FOR_STUDENTS
              if word in p["text"]]
     assert not found, "a notebook page shows what a student does not need:\n" + "\n".join(found)
