@@ -54,6 +54,18 @@ def cublas_call(M, N, K, dtype="float32", transpose_b=False, out_dtype=None):
     return (lambda: cupy.matmul(a, b, out=c)), (lambda **_: cupy.cuda.Event()), cupy.cuda.Device().synchronize
 
 
+def torch_call(fn, arrays):
+    """(call, Event, sync): `fn(torch, *tensors)` on GPU copies of the NumPy `arrays`, with torch's
+    CUDA events and synchronize; None without torch. `fn` gets the module as its first argument,
+    so a notebook can name a torch operation without importing torch where there is none."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    tensors = [torch.from_numpy(a).cuda() for a in arrays]
+    return (lambda: fn(torch, *tensors)), torch.cuda.Event, torch.cuda.synchronize
+
+
 def cublas_time(M, N, K, dtype="float32", transpose_b=False, repeat=20, warmup=3) -> float | None:
     """Median ms of one cuBLAS matmul (torch, else cupy); None without either."""
     check_number("repeat", repeat)

@@ -401,6 +401,25 @@ class Session:
             print(m)
         return m
 
+    def torch_op(self, name: str, fn, arrays, *, bytes: float | None = None, repeat: int = 20,
+                 quiet: bool = False) -> Measurement:
+        """A torch operation as the baseline of a memory-bound kernel: `fn(torch, *tensors)` on GPU
+        copies of the NumPy `arrays` (e.g. `lambda torch, x: torch.softmax(x, -1)`), timed like
+        cuBLAS in `cublas_matmul` and kept for interleaving (`measure(baseline=...)`); recorded
+        without a GPU. `bytes`: the minimal DRAM traffic, the same count as the kernel's."""
+        if not self.live:
+            m = self._recorded(name)
+        else:
+            call = baselines.torch_call(fn, arrays)
+            if call is None:
+                print(f"{name}: torch is not installed, so there is no torch baseline")
+                return Measurement(name=name, ms=None, source="missing", gpu=self.spec.name, notebook=self.notebook)
+            m = self.baseline(name, baselines.event_rounds(*call), repeat=repeat, bytes=bytes,
+                              shape=[list(a.shape) for a in arrays], dtype=str(arrays[0].dtype))
+        if not quiet:
+            print(m)
+        return m
+
     def baseline(self, name: str, one_round, *, repeat: int = 20, **kw) -> Measurement:
         """Time a baseline from `one_round()` (ms per call over one timed round): the median of
         `repeat` rounds. The session keeps `one_round`, so that a kernel measured with

@@ -266,24 +266,30 @@ def table(measurements: list[Measurement], baseline: Measurement | None = None, 
     says what it was divided by: for a kernel timed interleaved with the baseline, the baseline's
     median over those same rounds (records older than `Measurement.baseline_ms` give ratio x ms,
     marked "~"); else the baseline's own time, at the same problem size only; or the copy
-    ceiling's GB/s. The baseline's own row is shown only where some ratio was divided by it. A
+    ceiling's GB/s. Given both a baseline and a ceiling (a memory-bound kernel beside torch's), the
+    share of the copy gets a column of its own. The baseline's own row is shown only where some ratio was divided by it. A
     source shared by every row is said once, under the table."""
+    both = baseline is not None and ceiling_gbps  # a memory-bound kernel: a share of the copy, and a ratio
     rows = [("kernel", "ms", "TFLOP/s", "GB/s", "rel. error", "vs baseline", "source")]
-    shares = {id(m): _share(m, baseline, ceiling_gbps) for m in measurements if m is not baseline}
+    if both:
+        rows[0] = rows[0][:4] + (f"of copy {ceiling_gbps:,.0f} GB/s",) + rows[0][4:]
+    shares = {id(m): _share(m, baseline, None if both else ceiling_gbps) for m in measurements if m is not baseline}
     used = any(of == "own" for _, of in shares.values() if of)
     for m in measurements:
         if baseline is not None and m is baseline and not used and any(of for _, of in shares.values()):
             continue  # every ratio above came from its own interleaved rounds, not from this time
         if not m.ok:
-            rows.append((m.name, "-", "-", "-", "-", "-", "no record"))
+            rows.append((m.name, "-", "-", "-", "-", "-", "no record") if not both else
+                        (m.name, "-", "-", "-", "-", "-", "-", "no record"))
             continue
         share, of = shares[id(m)] if m is not baseline else ((1.0, None) if used else (None, None))
         if of == "own":
             of = f"{baseline.ms:.4f} ms"
         vs = f"{share:.0%}" + (f" of {of}" if of else "") if share is not None else ""
         gbps = f"{m.gbps:,.0f}" + (" req." if m.traffic == "requested" else "") if m.gbps else ""
+        copy = (f"{m.gbps / ceiling_gbps:.0%}" if m.gbps else "",) if both else ()
         rows.append((
-            m.name, f"{m.ms:.4f}", f"{m.tflops:,.2f}" if m.tflops else "", gbps,
+            m.name, f"{m.ms:.4f}", f"{m.tflops:,.2f}" if m.tflops else "", gbps, *copy,
             f"{m.rel_err:.1e}" if m.rel_err is not None else "", vs, "live" if m.source == "live" else f"recorded {m.date}",
         ))
     notes = []
