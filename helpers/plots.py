@@ -214,15 +214,15 @@ def sweep(xs, measurements: list[Measurement] | dict[str, list[Measurement]], *,
           ceiling: float | None = None, ceiling_label: str = "ceiling", title: str | None = None,
           label: str | None = None, ax=None):
     """A parameter sweep (e.g. threads per block) against GB/s or TFLOP/s. Several kernels share
-    one chart when `measurements` is a dict (label: that kernel's measurements, one per x), or
-    when each call passes its `label` and the same `ax`."""
+    one chart when `measurements` is a dict (label: that kernel's measurements, one per x; the
+    ceiling drawn once), or when each call passes its `label` and the same `ax`."""
     if metric not in ("gbps", "tflops"):
         raise ValueError(f"metric must be 'gbps' or 'tflops', got {metric!r}")
     if isinstance(measurements, dict):
         fig = None
         for name, series in measurements.items():
-            fig = sweep(xs, list(series), xlabel=xlabel, metric=metric, ceiling=ceiling, ceiling_label=ceiling_label,
-                        title=title, label=name, ax=fig.axes[0] if fig else ax)
+            fig = sweep(xs, list(series), xlabel=xlabel, metric=metric, ceiling=None if fig else ceiling,
+                        ceiling_label=ceiling_label, title=title, label=name, ax=fig.axes[0] if fig else ax)
         return fig
     pairs = [(x, getattr(m, metric)) for x, m in zip(xs, measurements) if m.ok]
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(7, 4))

@@ -280,3 +280,49 @@ def test_a_tvm_call_launches_on_the_stream_torch_has_when_it_runs(monkeypatch):
     call()
     assert seen == [("enter", "gpu0", 0), ("launch", ("a", "b")), ("exit", "gpu0", 0),
                     ("enter", "gpu0", 77), ("launch", ("a", "b")), ("exit", "gpu0", 77)]
+
+
+def test_a_torch_operation_is_a_baseline_like_cublas(session, monkeypatch, capsys):
+    """`torch_op` (notebook 09's softmax and layer norm) times torch's kernel from device events,
+    keeps it for interleaving, and counts the bytes it was given; without torch it says so."""
+    handed = []
+    clock = _Clock(0.5)
+
+    def torch_call(fn, arrays):
+        handed.append((fn, [a.shape for a in arrays]))
+        return clock.call, clock.Event, clock.sync
+
+    monkeypatch.setattr(baselines, "torch_call", torch_call)
+    x = np.ones((4, 64), np.float16)
+    op = lambda torch, x: torch.softmax(x, dim=-1)  # noqa: E731
+    base = session.torch_op("torch.softmax stand-in", op, [x], bytes=2.0 * x.nbytes, repeat=3, quiet=True)
+    assert handed == [(op, [(4, 64)])]
+    assert (base.source, base.ms, base.bytes, base.shape, base.dtype) == ("live", pytest.approx(0.5), 1024.0, [[4, 64]],
+                                                                          "float16")
+    assert "torch.softmax stand-in" in session._rounds  # a kernel can be timed interleaved with it
+    monkeypatch.setattr(baselines, "torch_call", lambda fn, arrays: None)
+    missing = session.torch_op("torch layer_norm", op, [x])
+    assert missing.source == "missing"
+    assert capsys.readouterr().out == "torch layer_norm: torch is not installed, so there is no torch baseline\n"
+
+
+def test_torch_call_hands_the_module_and_gpu_copies_to_the_operation(monkeypatch):
+    made = []
+    tensor = lambda a: types.SimpleNamespace(cuda=lambda: made.append(a.shape) or f"cuda {a.shape}")  # noqa: E731
+    torch = types.SimpleNamespace(from_numpy=tensor, cuda=types.SimpleNamespace(Event="event", synchronize="sync"))
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    call, Event, sync = baselines.torch_call(lambda t, x, w: (t, x, w), [np.ones(3), np.ones((2, 2))])
+    assert (Event, sync, made) == ("event", "sync", [(3,), (2, 2)])
+    assert call() == (torch, "cuda (3,)", "cuda (2, 2)")
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch fails
+    assert baselines.torch_call(lambda t, x: x, [np.ones(3)]) is None
+
+
+def test_without_a_gpu_a_torch_baseline_is_the_record(results_dir):
+    if helpers.gpu_available():
+        pytest.skip("tests the no-GPU path")
+    write_record(results_dir, "09_reductions", "torch.softmax fp16 4096x4096")
+    nb = bench.Session("09_reductions", quiet=True)
+    m = nb.torch_op("torch.softmax fp16 4096x4096", lambda torch, x: x, [np.ones(4, np.float16)], quiet=True)
+    assert m.source == "recorded" and nb.results == [m]
+    assert nb.torch_op("torch layer_norm", lambda torch, x: x, [np.ones(4)], quiet=True).source == "missing"

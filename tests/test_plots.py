@@ -444,3 +444,24 @@ def test_no_label_is_struck_through_by_a_measured_roof():
     box = label.get_window_extent(fig.canvas.get_renderer())
     y = ax.transData.transform((1.0, blas.tflops))[1]
     assert not box.y0 <= y <= box.y1
+
+
+def test_a_memory_bound_table_shows_the_copy_share_beside_the_ratio():
+    """With a baseline and a copy ceiling (notebook 09), the share of the copy gets its own column
+    and the ratio still says which baseline time it divided."""
+    torch = _m("torch.softmax", 0.050, bytes=64e6)
+    ours = _m("softmax", 0.025, bytes=64e6, versus="torch.softmax", ratio=2.0, baseline_ms=0.05)
+    lines = helpers.table([ours, torch], baseline=torch, ceiling_gbps=3000.0).splitlines()
+    assert "of copy 3,000 GB/s" in lines[0] and "vs baseline" in lines[0]
+    assert "85%" in lines[2] and lines[2].split()[-1] == "ms" and "200% of 0.0500 ms" in lines[2]
+    alone = helpers.table([ours], ceiling_gbps=3000.0).splitlines()  # no baseline: the share is the column
+    assert "of copy" not in alone[0] and "85% of copy 3,000 GB/s" in alone[2]
+
+
+def test_a_dict_of_kernels_draws_the_ceiling_once():
+    xs = ["128", "256"]
+    a = [_m(f"a {x}", 1.0, bytes=1e9) for x in xs]
+    b = [_m(f"b {x}", 2.0, bytes=1e9) for x in xs]
+    ax = helpers.sweep(xs, {"ours": a, "torch": b}, xlabel="row length", ceiling=3000.0, ceiling_label="copy").axes[0]
+    assert _legend(ax) == ["ours", "copy", "torch"]
+    assert [line.get_linestyle() for line in ax.get_lines()].count("--") == 1

@@ -4,6 +4,7 @@
     python gpu/experiments/09_reductions.py ladder --dry    # anywhere: only build every variant
     python gpu/experiments/09_reductions.py sweep           # row lengths 128..32768, fp16 and fp32
     python gpu/experiments/09_reductions.py tune            # a short MetaSchedule search on softmax
+    python gpu/experiments/09_reductions.py copy-sizes      # the copy at 2^22..2^26 floats
 
 Every kernel here is memory-bound, so each is reported in GB/s of minimal DRAM traffic (each
 array read or written once) and as a share of notebook 00's copy timed in the same run; each
@@ -603,7 +604,21 @@ def tune(args) -> int:
     return 0
 
 
+def copy_sizes(args) -> int:
+    """Notebook 00's float4 copy at 2^22..2^26 floats: what a copy of a kernel's own bytes reaches."""
+    dev = helpers.device()
+    for e in (22, 23, 24, 25, 26):
+        n = 1 << e
+        a = np.random.default_rng(0).standard_normal(n, dtype=np.float32)
+        ex = helpers.build(helpers.kernels.copy_kernel(n, 256, 4))
+        dev_args = bench._launch_once(ex, dev, [a, np.empty_like(a)], -1)
+        ms = statistics.median(bench.time_function(ex.mod, dev, dev_args, repeat=20))
+        print(f"copy 2^{e} floats float4: {ms * 1e3:8.1f} us {2 * a.nbytes / ms / 1e6:7,.0f} GB/s")
+    return 0
+
+
 STUDIES = {
+    "copy-sizes": Study(copy_sizes, "notebook 00's float4 copy at 2^22..2^26 floats", dry=False, needs=()),
     "ladder": Study(ladder, "the ladder's variants at 4096 x 4096 (and the vector sum, and 8192^2)", arguments=(ONLY,)),
     "sweep": Study(sweep, "row lengths 128..32768 at 2^24 elements", arguments=(ONLY,)),
     "tune": Study(tune, "MetaSchedule on the fp16 softmax", dry=False, arguments=(
