@@ -1,0 +1,119 @@
+"""The baselines of the attention lesson to come (issue 35), before any kernel of its own.
+
+    python gpu/experiments/10_attention.py baselines          # on a GPU with torch: check, time, one table
+    python gpu/experiments/10_attention.py baselines --dry    # anywhere: build TVM's prefill kernels
+
+baselines: for each shape of the issue (batch x heads x sequence x head dim, fp16, causal and not),
+torch's scaled_dot_product_attention with each backend present (flash, cuDNN, memory-efficient),
+and TVM's own TensorIR prefill kernel (`tvm.relax.frontend.nn.llm._prefill_kernels.
+_attention_sequence_prefill`, the kernel MLC-LLM runs where FlashInfer is absent), checked against
+torch's math backend in float32 and timed in rounds alternating with the flash backend. TFLOP/s
+count 4 * b * h * s^2 * d (halved when causal), as FlashAttention's papers do.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import numpy as np
+import tvm
+
+import helpers
+from common import Study, cli, error_line
+from helpers import baselines, bench
+
+SHAPES = [(8, 16, 4096, 128), (4, 16, 8192, 128), (16, 16, 2048, 64), (32, 16, 1024, 128)]
+BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
+
+
+def tvm_prefill(heads: int, dim: int, causal: bool, target=None):
+    """TVM's sequence-prefill attention: q, k, v and the output are (batch, seq, heads, dim), and the
+    log-sum-exp (batch, seq, heads) comes out too; `sm_scale` is 1/sqrt(dim) as in torch."""
+    from tvm.relax.frontend.nn.llm import _prefill_kernels
+
+    target = target or helpers.env.make_target()
+    func = _prefill_kernels._attention_sequence_prefill(heads, heads, dim, "float16", target, causal=int(causal),
+                                                        sm_scale=1.0 / dim**0.5)
+    return tvm.IRModule({"main": func})
+
+
+def flops(b, h, s, d, causal):
+    return 4.0 * b * h * s * s * d / (2 if causal else 1)
+
+
+def dry(args) -> int:
+    failed = 0
+    for arch in ("sm_80", "sm_90"):
+        for dim in (64, 128):
+            for causal in (False, True):
+                t = time.time()
+                try:
+                    mod = tvm_prefill(16, dim, causal, helpers.env.make_target(arch))
+                    ex = helpers.build(mod, arch)
+                    note = f"built in {time.time() - t:.1f} s, {len(ex.mod.imports[0].inspect_source().splitlines())} lines of CUDA"
+                except Exception as err:  # noqa: BLE001 (report it, build the rest)
+                    failed += 1
+                    note = f"FAILED {error_line(err)}"
+                print(f"TVM prefill {arch} d={dim} {'causal' if causal else 'full'}: {note}", flush=True)
+    return 1 if failed else 0
+
+
+def baselines_study(args) -> int:
+    if args.dry:
+        return dry(args)
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    dev = helpers.device()
+    print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}", flush=True)
+    for b, h, s, d in SHAPES:
+        for causal in (False, True):
+            g = torch.Generator(device="cuda").manual_seed(0)
+            q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
+            with sdpa_kernel(SDPBackend.MATH):
+                ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+            label = f"{b}x{h}x{s}x{d}{' causal' if causal else ''}"
+            rounds = {}
+            for name in BACKENDS:
+                def call(name=name):
+                    with sdpa_kernel(getattr(SDPBackend, name)):
+                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                try:
+                    err = float((call().float() - ref).norm() / ref.norm())
+                    rounds[name] = baselines.event_rounds(call, torch.cuda.Event, torch.cuda.synchronize)
+                    ms = statistics.median(rounds[name]() for _ in range(10))
+                    print(f"{label:26s} torch {name:20s} {ms * 1e3:9.1f} us {flops(b, h, s, d, causal) / ms / 1e9:7.1f} "
+                          f"TFLOP/s  err {err:.1e}", flush=True)
+                except Exception as err:  # noqa: BLE001 (a backend absent for this shape)
+                    print(f"{label:26s} torch {name:20s} not available: {error_line(err)}", flush=True)
+            try:
+                ex = helpers.build(tvm_prefill(h, d, causal))
+                to_tvm = lambda t: tvm.runtime.tensor(t.transpose(1, 2).contiguous().cpu().numpy(), dev)  # noqa: E731
+                out = tvm.runtime.tensor(np.zeros((b, s, h, d), "float16"), dev)
+                lse = tvm.runtime.tensor(np.zeros((b, s, h), "float16"), dev)
+                args_ = [to_tvm(q), to_tvm(k), to_tvm(v), out, lse]
+                ex.mod["main"](*args_)
+                dev.sync()
+                got = torch.from_numpy(out.numpy()).cuda().transpose(1, 2).float()
+                err = float((got - ref).norm() / ref.norm())
+                if "FLASH_ATTENTION" in rounds and err < 1e-2:
+                    ours, theirs, ratio = baselines.interleaved(
+                        lambda: bench.time_function(ex.mod, dev, args_, repeat=1)[0], rounds["FLASH_ATTENTION"], 5)
+                    ms = statistics.median(ours)
+                    print(f"{label:26s} TVM prefill (TensorIR)     {ms * 1e3:9.1f} us "
+                          f"{flops(b, h, s, d, causal) / ms / 1e9:7.1f} TFLOP/s  err {err:.1e}  x flash {ratio:.2f}",
+                          flush=True)
+                else:
+                    print(f"{label:26s} TVM prefill (TensorIR)     not timed: relative error {err:.1e}", flush=True)
+            except Exception as err:  # noqa: BLE001
+                print(f"{label:26s} TVM prefill (TensorIR)     FAILED {error_line(err)}", flush=True)
+    return 0
+
+
+STUDIES = {"baselines": Study(baselines_study, "torch's SDPA backends and TVM's prefill kernel on the issue's shapes")}
+
+if __name__ == "__main__":
+    sys.exit(cli(__file__, __doc__, STUDIES))
