@@ -386,9 +386,7 @@ class Session:
             else:
                 why = "neither torch nor cupy is installed"
             if call is None:
-                m = Measurement(name=name, ms=None, source="missing", gpu=self.spec.name, notebook=self.notebook)
-                print(f"{name}: {why}, so there is no cuBLAS baseline")
-                return m
+                return self._no_baseline(name, f"{why}, so there is no cuBLAS baseline")
             c_bytes = M * N * np.dtype(out_dtype or dtype).itemsize
             graph = graph and getattr(call[1], "__module__", "").startswith("torch")  # not cupy's
             rounds = baselines.graph_rounds(call[0]) if graph else baselines.event_rounds(*call)
@@ -412,13 +410,17 @@ class Session:
         else:
             call = baselines.torch_call(fn, arrays)
             if call is None:
-                print(f"{name}: torch is not installed, so there is no torch baseline")
-                return Measurement(name=name, ms=None, source="missing", gpu=self.spec.name, notebook=self.notebook)
+                return self._no_baseline(name, "torch is not installed, so there is no torch baseline")
             m = self.baseline(name, baselines.event_rounds(*call), repeat=repeat, bytes=bytes,
                               shape=[list(a.shape) for a in arrays], dtype=str(arrays[0].dtype))
         if not quiet:
             print(m)
         return m
+
+    def _no_baseline(self, name: str, why: str) -> Measurement:
+        """Say in one line why a baseline cannot be timed on this machine; its missing measurement."""
+        print(f"{name}: {why}")
+        return Measurement(name=name, ms=None, source="missing", gpu=self.spec.name, notebook=self.notebook)
 
     def baseline(self, name: str, one_round, *, repeat: int = 20, **kw) -> Measurement:
         """Time a baseline from `one_round()` (ms per call over one timed round): the median of

@@ -267,8 +267,8 @@ def table(measurements: list[Measurement], baseline: Measurement | None = None, 
     median over those same rounds (records older than `Measurement.baseline_ms` give ratio x ms,
     marked "~"); else the baseline's own time, at the same problem size only; or the copy
     ceiling's GB/s. Given both a baseline and a ceiling (a memory-bound kernel beside torch's), the
-    share of the copy gets a column of its own. The baseline's own row is shown only where some ratio was divided by it. A
-    source shared by every row is said once, under the table."""
+    share of the copy gets a column of its own. The baseline's own row is shown only where some
+    ratio was divided by it. A source shared by every row is said once, under the table."""
     both = baseline is not None and ceiling_gbps  # a memory-bound kernel: a share of the copy, and a ratio
     rows = [("kernel", "ms", "TFLOP/s", "GB/s", "rel. error", "vs baseline", "source")]
     if both:
@@ -279,8 +279,7 @@ def table(measurements: list[Measurement], baseline: Measurement | None = None, 
         if baseline is not None and m is baseline and not used and any(of for _, of in shares.values()):
             continue  # every ratio above came from its own interleaved rounds, not from this time
         if not m.ok:
-            rows.append((m.name, "-", "-", "-", "-", "-", "no record") if not both else
-                        (m.name, "-", "-", "-", "-", "-", "-", "no record"))
+            rows.append((m.name, *["-"] * (len(rows[0]) - 2), "no record"))
             continue
         share, of = shares[id(m)] if m is not baseline else ((1.0, None) if used else (None, None))
         if of == "own":

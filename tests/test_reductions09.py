@@ -3,32 +3,32 @@ answers; the computations themselves (the online softmax's running rescale, Welf
 Chan across lanes), run unscheduled on LLVM against float64 NumPy, masked and large logits
 included; and the clear errors for rows its schedules cannot cut."""
 
+import importlib.util
+import sys
+
 import numpy as np
 import pytest
 import tvm
 
-from test_exercises import _definitions, _one, run_cell, run_exercise, solution
+from test_exercises import _one, named_definitions, run_exercise, solution
 
 NB = "09_reductions"
 CONTEXT = ["helpers.start(", "def row_sum("]
 EXERCISE = "Exercise: not attempted yet"
 SOLUTION = solution(NB, "## 7. Exercise")
+DEFINITIONS = {"softmax", "logits", "softmax_ref", "online_softmax", "layer_norm", "layer_norm_inputs", "layer_norm_ref",
+               "plan"}
 
 
 @pytest.fixture(scope="module")
 def nb09(tmp_path_factory):
     """The notebook's computations, row plan and references, as the notebook defines them."""
-    import importlib.util
-    import sys
-
-    markers = ["def softmax(", "def logits(", "def online_softmax(", "def layer_norm(", "def layer_norm_inputs(",
-               "def plan("]
-    path = tmp_path_factory.mktemp("nb09") / "nb09_definitions.py"  # a file: TVMScript reads the source back
-    path.write_text("import numpy as np\nimport helpers\nfrom tvm.script import ir as I\nfrom tvm.script import tirx as T\n\nM, N = 4096, 4096\n\n"
-                    + "\n\n\n".join(_definitions(_one(NB, m)) for m in markers))
-    spec = importlib.util.spec_from_file_location("nb09_definitions", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["nb09_definitions"] = module
+    setup = tmp_path_factory.mktemp("nb09") / "nb09_definitions.py"  # a file, so TVMScript can read its source
+    setup.write_text(named_definitions(NB, DEFINITIONS))
+    # imported, not run with runpy: the modules are built by functions called later, and TVMScript
+    # then finds their source through the module's entry in sys.modules
+    spec = importlib.util.spec_from_file_location("nb09_definitions", setup)
+    module = sys.modules["nb09_definitions"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
@@ -133,6 +133,5 @@ def test_the_exercise_refuses_wrong_schedules(tmp_path, capsys, wrong):
 
 def test_the_exercise_says_when_it_is_not_attempted(tmp_path, capsys):
     cell = _one(NB, EXERCISE)
-    out = run_cell(tmp_path, capsys, "\n\n\n".join([_definitions(_one(NB, m)) for m in CONTEXT] + [SHORT_ROWS]), cell,
-                   cell[:cell.index("\n\n")])
+    out = run_exercise(tmp_path, capsys, NB, CONTEXT, EXERCISE, cell[:cell.index("\n\n")], extra=SHORT_ROWS)
     assert out.strip() == EXERCISE
