@@ -155,6 +155,15 @@ def _params(kernel) -> list | None:
     return list(mod["main"].params)
 
 
+def _static(size) -> int | None:
+    """A buffer dimension's size, or None for a symbolic one (TVM's own kernels, e.g. its attention
+    prefill, take any batch and sequence length)."""
+    try:
+        return int(size)
+    except TypeError:
+        return None
+
+
 def check_args(kernel, args) -> None:
     """Compare each array with the PrimFunc's buffer: count, shape, dtype, device."""
     params = _params(kernel)
@@ -173,9 +182,11 @@ def check_args(kernel, args) -> None:
             raise TypeError(f"array {name} is a {type(a).__name__}; pass a NumPy array or a tvm.runtime.Tensor")
         if params is None:
             continue
-        want_shape = tuple(int(s) for s in params[i].shape)
-        if shape != want_shape:
-            raise ValueError(f"array {name} has shape {shape}, but the kernel's buffer {name} is {want_shape}")
+        want_shape = tuple(_static(s) for s in params[i].shape)  # a symbolic size (a Var) takes any
+        if len(shape) != len(want_shape) or any(w is not None and w != s for s, w in zip(shape, want_shape)):
+            shown = ", ".join(str(w if w is not None else s) for w, s in zip(want_shape, params[i].shape))
+            shown = f"({shown},)" if len(want_shape) == 1 else f"({shown})"
+            raise ValueError(f"array {name} has shape {shape}, but the kernel's buffer {name} is {shown}")
         if dtype != str(params[i].dtype):
             raise ValueError(f"array {name} has dtype {dtype}, but the kernel's buffer {name} is {params[i].dtype}")
 
@@ -399,19 +410,25 @@ class Session:
             print(m)
         return m
 
-    def torch_op(self, name: str, fn, arrays, *, bytes: float | None = None, repeat: int = 20,
-                 quiet: bool = False) -> Measurement:
-        """A torch operation as the baseline of a memory-bound kernel: `fn(torch, *tensors)` on GPU
-        copies of the NumPy `arrays` (e.g. `lambda torch, x: torch.softmax(x, -1)`), timed like
-        cuBLAS in `cublas_matmul` and kept for interleaving (`measure(baseline=...)`); recorded
-        without a GPU. `bytes`: the minimal DRAM traffic, the same count as the kernel's."""
+    def torch_op(self, name: str, fn, arrays, *, bytes: float | None = None, flops: float | None = None,
+                 repeat: int = 20, quiet: bool = False) -> Measurement:
+        """A torch operation as a kernel's baseline: `fn(torch, *tensors)` on GPU copies of the NumPy
+        `arrays` (e.g. `lambda torch, x: torch.softmax(x, -1)`), timed like cuBLAS in `cublas_matmul`
+        and kept for interleaving (`measure(baseline=...)`); recorded without a GPU. `bytes`, `flops`:
+        the minimal DRAM traffic and the work, counted as for the kernel. An operation torch cannot
+        run on this GPU (a RuntimeError: e.g. an attention backend it lacks) is a missing baseline,
+        said in one line."""
         if not self.live:
             m = self._recorded(name)
         else:
             call = baselines.torch_call(fn, arrays)
             if call is None:
                 return self._no_baseline(name, "torch is not installed, so there is no torch baseline")
-            m = self.baseline(name, baselines.event_rounds(*call), repeat=repeat, bytes=bytes,
+            try:
+                one_round = baselines.event_rounds(*call)
+            except RuntimeError as err:
+                return self._no_baseline(name, f"torch cannot run it on this GPU ({str(err).splitlines()[0][:80]})")
+            m = self.baseline(name, one_round, repeat=repeat, bytes=bytes, flops=flops,
                               shape=[list(a.shape) for a in arrays], dtype=str(arrays[0].dtype))
         if not quiet:
             print(m)

@@ -27,6 +27,27 @@ def test_wrong_shape_is_named(vector_add, vector_add_args):
         helpers.check_args(vector_add, args)
 
 
+
+def test_a_symbolic_size_takes_any_length_and_a_static_one_is_still_checked():
+    """TVM's own kernels (notebook 10 times its attention prefill) leave the batch and the sequence
+    symbolic: any size fits there, while a static size is checked as before, and named."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def rows(a: T.handle, b: T.handle):
+        n = T.int32()
+        A = T.match_buffer(a, (n, 8), "float32")
+        B = T.match_buffer(b, (n,), "float32")
+        for i in range(n):
+            B[i] = A[i, 0]
+
+    helpers.check_args(rows, [np.zeros((5, 8), np.float32), np.zeros(5, np.float32)])
+    helpers.check_args(rows, [np.zeros((7, 8), np.float32), np.zeros(7, np.float32)])
+    with pytest.raises(ValueError, match=r"array A has shape \(5, 9\), but the kernel's buffer A is \(n, 8\)"):
+        helpers.check_args(rows, [np.zeros((5, 9), np.float32), np.zeros(5, np.float32)])
+    with pytest.raises(ValueError, match=r"array B has shape \(5, 1\), but the kernel's buffer B is \(n,\)"):
+        helpers.check_args(rows, [np.zeros((5, 8), np.float32), np.zeros((5, 1), np.float32)])
+
 def test_wrong_dtype_is_named(vector_add, vector_add_args):
     args, _ = vector_add_args
     args[0] = args[0].astype(np.float64)

@@ -306,6 +306,26 @@ def test_a_torch_operation_is_a_baseline_like_cublas(session, monkeypatch, capsy
     assert capsys.readouterr().out == "torch layer_norm: torch is not installed, so there is no torch baseline\n"
 
 
+
+def test_a_torch_operation_torch_cannot_run_here_is_a_missing_baseline(session, monkeypatch, capsys):
+    """Notebook 10 asks torch for each attention backend; one this GPU lacks raises a RuntimeError
+    when called. That is one line and a missing baseline, not a failed notebook; the work (`flops`)
+    of one that runs is kept."""
+    clock = _Clock(0.25)
+    monkeypatch.setattr(baselines, "torch_call", lambda fn, arrays: (clock.call, clock.Event, clock.sync))
+    x = np.ones((2, 8), np.float16)
+    ran = session.torch_op("torch sdpa, flash", lambda torch, x: x, [x], flops=1e9, repeat=2, quiet=True)
+    assert (ran.source, ran.flops) == ("live", 1e9)
+
+    def no_kernel():
+        raise RuntimeError("No available kernel. Aborting execution.\nmore detail")
+
+    monkeypatch.setattr(baselines, "torch_call", lambda fn, arrays: (no_kernel, clock.Event, clock.sync))
+    missing = session.torch_op("torch sdpa, cuDNN", lambda torch, x: x, [x], flops=1e9)
+    assert missing.source == "missing" and "torch sdpa, cuDNN" not in session._rounds
+    assert capsys.readouterr().out == ("torch sdpa, cuDNN: torch cannot run it on this GPU (No available kernel. "
+                                       "Aborting execution.)\n")
+
 def test_torch_call_hands_the_module_and_gpu_copies_to_the_operation(monkeypatch):
     made = []
     tensor = lambda a: types.SimpleNamespace(cuda=lambda: made.append(a.shape) or f"cuda {a.shape}")  # noqa: E731
