@@ -113,7 +113,140 @@ def baselines_study(args) -> int:
     return 0
 
 
-STUDIES = {"baselines": Study(baselines_study, "torch's SDPA backends and TVM's prefill kernel on the issue's shapes")}
+FLASH_VARIANTS = {  # name: (flash_kernels function, its keywords)
+    "mma.sync, loads by threads, 4 warps": ("flash_mma", dict(warps=4, pipelined=False)),
+    "mma.sync, cp.async 2 stages, 4 warps": ("flash_mma", dict(warps=4, pipelined=True)),
+    "mma.sync, cp.async 2 stages, 8 warps": ("flash_mma", dict(warps=8, pipelined=True)),
+    "wgmma + TMA, 1+2 warpgroups, 128x128, 2 stages": ("flash_wgmma", dict(BC=128, stages=2)),
+    "wgmma + TMA, 1+2 warpgroups, ping-pong": ("flash_wgmma", dict(BC=128, stages=2, pingpong=True)),
+    "wgmma + TMA, 1+2 warpgroups, ping-pong, 3 stages": ("flash_wgmma", dict(BC=128, stages=3, pingpong=True)),
+    "wgmma + TMA, softmax beside P V, K freed early": ("flash_wgmma_overlap", dict(BC=128, stages=2)),
+    "wgmma + TMA, softmax beside P V, K freed early, ping-pong": ("flash_wgmma_overlap", dict(BC=128, stages=2, pingpong=True)),
+    "wgmma + TMA, softmax beside P V, K freed early, ping-pong, 3 stages": ("flash_wgmma_overlap", dict(BC=128, stages=3, pingpong=True)),
+}
+
+
+def flash_kernel(b, h, s, d, causal, function="flash_mma", **kw):
+    import flash_kernels
+    return getattr(flash_kernels, function)(b * h, s, d, causal=causal, **kw)
+
+
+def arch_of(function: str) -> str:
+    return "sm_90a" if function.startswith("flash_wgmma") else None
+
+
+def ptxas_line(kernel, arch: str) -> str:
+    """Build a TIRx kernel for `arch` and return ptxas' register and spill line for it."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    cuda = helpers.build(kernel, arch, tir_pipeline="tirx").mod.imports[0].inspect_source()
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "k.cu").write_text(cuda)
+        out = subprocess.run([helpers.nvcc_path(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", f"{tmp}/k.cubin",
+                              f"{tmp}/k.cu"], capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(out.stderr.strip().splitlines()[-1])
+    used = [line.rsplit(": ", 1)[-1].strip() for line in out.stderr.splitlines() if "Used" in line or "spill" in line]
+    return "; ".join(used)
+
+
+def flash_dry(args) -> int:
+    failed = 0
+    for arch in ("sm_80", "sm_90"):
+        for name, (function, kw) in FLASH_VARIANTS.items():
+            for d in (64, 128):
+                for causal in (False, True):
+                    try:
+                        if function.startswith("flash_wgmma") and arch != "sm_90":
+                            continue
+                        note = ptxas_line(flash_kernel(1, 1, 1024, d, causal, function, **kw), arch_of(function) or arch)
+                    except Exception as err:  # noqa: BLE001
+                        failed += 1
+                        note = f"FAILED {error_line(err)}"
+                    print(f"{arch} {name} d={d} {'causal' if causal else 'full'}: {note}", flush=True)
+    return 1 if failed else 0
+
+
+def flash_study(args) -> int:
+    """Each variant checked against float32 (torch's math backend) and timed in rounds alternating
+    with the flash and cuDNN backends."""
+    if args.dry:
+        return flash_dry(args)
+    import torch
+    import torch.nn.functional as F
+    import tvm_ffi
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    dev = helpers.device()
+    shapes = SHAPES if not args.quick else SHAPES[:1]
+    for b, h, s, d in shapes:
+        for causal in (False, True):
+            g = torch.Generator(device="cuda").manual_seed(0)
+            q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
+            q[0, 0, :4] *= 40  # a few large logits: the online softmax must stay finite
+            with sdpa_kernel(SDPBackend.MATH):
+                ref = torch.cat([F.scaled_dot_product_attention(q[i:i + 1].float(), k[i:i + 1].float(),
+                                                                v[i:i + 1].float(), is_causal=causal) for i in range(b)])
+            label = f"{b}x{h}x{s}x{d}{' causal' if causal else ''}"
+            base = {}
+            for name in ("FLASH_ATTENTION", "CUDNN_ATTENTION"):
+                def call(name=name):
+                    with sdpa_kernel(getattr(SDPBackend, name)):
+                        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+                try:
+                    call()
+                    base[name] = baselines.event_rounds(call, torch.cuda.Event, torch.cuda.synchronize)
+                except Exception as err:  # noqa: BLE001
+                    print(f"{label:24s} {name} not available: {error_line(err)}", flush=True)
+            q3, k3, v3 = (t.view(b * h, s, d) for t in (q, k, v))
+            o3 = torch.empty_like(q3)
+            for vname, (function, kw) in FLASH_VARIANTS.items():
+                if args.only and not any(part in vname for part in args.only.split(",")):
+                    continue
+                try:
+                    ex = helpers.build(flash_kernel(b, h, s, d, causal, function, **kw), arch_of(function),
+                                       tir_pipeline="tirx")
+                    f = ex.mod["main"]
+                    stream = torch.cuda.current_stream().cuda_stream
+
+                    def ours(f=f):
+                        with tvm_ffi.use_raw_stream(dev, stream):
+                            f(q3, k3, v3, o3)
+                    o3.zero_()
+                    ours()
+                    torch.cuda.synchronize()
+                    got = o3.view(b, h, s, d).float()
+                    finite = bool(torch.isfinite(got).all())
+                    err = float((got - ref).norm() / ref.norm())
+                    if not finite or err > 1e-2:
+                        print(f"{label:24s} {vname:40s} WRONG: relative error {err:.1e}, finite {finite}", flush=True)
+                        continue
+                    mine = baselines.event_rounds(ours, torch.cuda.Event, torch.cuda.synchronize)
+                    times = {"ours": [], **{n: [] for n in base}}
+                    for _ in range(7):
+                        times["ours"].append(mine())
+                        for n, r in base.items():
+                            times[n].append(r())
+                    ms = statistics.median(times["ours"])
+                    ratios = "  ".join(f"x {n.split('_')[0].lower()} {statistics.median(t / o for t, o in zip(times[n], times['ours'])):.3f}"
+                                       f" ({flops(b, h, s, d, causal) / statistics.median(times[n]) / 1e9:.0f})" for n in base)
+                    print(f"{label:24s} {vname:40s} {ms * 1e3:8.1f} us {flops(b, h, s, d, causal) / ms / 1e9:6.1f} TFLOP/s "
+                          f"err {err:.1e}  {ratios}", flush=True)
+                except Exception as err:  # noqa: BLE001
+                    print(f"{label:24s} {vname:40s} FAILED {error_line(err)}", flush=True)
+            del ref
+            torch.cuda.empty_cache()
+    return 0
+
+
+STUDIES = {
+    "baselines": Study(baselines_study, "torch's SDPA backends and TVM's prefill kernel on the issue's shapes"),
+    "flash": Study(flash_study, "the mma.sync FlashAttention kernels, checked and timed beside flash and cuDNN",
+                   arguments=((("--quick",), dict(action="store_true", help="only the first shape")),
+                              (("--only",), dict(default=None, help="only the variants whose name holds one of these (comma-separated)"))),),
+}
 
 if __name__ == "__main__":
     sys.exit(cli(__file__, __doc__, STUDIES))
