@@ -1,4 +1,4 @@
-"""Execute notebooks in place, keeping their outputs:  python -m helpers.run_notebooks notebooks/0*.ipynb
+"""Execute notebooks in place, keeping their outputs:  python -m helpers.run_notebooks notebooks/[0-9]*.ipynb
 
 This is how the committed outputs are made on a GPU machine. With COURSE_RECORD=1 set, every
 live measurement is also written to notebooks/results/<gpu>/ (see helpers.records).

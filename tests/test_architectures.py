@@ -22,7 +22,7 @@ from nbclient.exceptions import CellExecutionError
 
 import helpers
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("0*.ipynb"))
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 ARCHS = list(helpers.env.REPRESENTATIVE)  # sm_75, sm_80, sm_86, sm_89, sm_90
 
 #: One run of a notebook covers the architectures on which its choices agree: what a T4 lacks
@@ -35,14 +35,19 @@ GROUPS = [("sm_75",), ("sm_80", "sm_90"), ("sm_86", "sm_89")]
 #: runs split Hopper from the GPUs that lack wgmma and TMA, and check the sm_90a build instead.
 ONE_TARGET = {"07_hopper_wgmma_tma": "sm_90a", "08_hopper_persistent_kernel": "sm_90a"}
 HOPPER_GROUPS = [("sm_75", "sm_80", "sm_86", "sm_89"), ("sm_90",)]
+#: Notebook 10 runs its mma.sync kernels from sm_80 on and its wgmma kernel on Hopper alone: a T4 has
+#: neither, the Ampere and Ada GPUs the first, an H100 both.
+ATTENTION_GROUPS = [("sm_75",), ("sm_80", "sm_86", "sm_89"), ("sm_90",)]
 RUNS = [(nb, list(group)) for nb in NOTEBOOKS
-        for group in ([ARCHS] if nb.stem < "04" else HOPPER_GROUPS if nb.stem in ONE_TARGET else GROUPS)]
+        for group in ([ARCHS] if nb.stem < "04" else HOPPER_GROUPS if nb.stem in ONE_TARGET
+                      else ATTENTION_GROUPS if nb.stem == "10_flash_attention" else GROUPS)]
 
 CP_ASYNC = "cp.async needs compute capability 8.0"  # T4: synchronous copies, or 06's recorded results
 TWO_STAGES = "needs 108 KB of shared memory per block"  # 05's 2-stage k64 pipeline: a shorter k tile
 THREE_STAGES = "needs 162 KB of shared memory per block"  # 05's 3-stage pipelines: shorter k tile, smaller block
 TUNED_TILES = "its blocks need more than"  # 06's fp16 WMMA template tuned on the H100: its recorded result
 NO_WGMMA = "wgmma + TMA needs compute capability 9.0"  # 07 on pre-Hopper GPUs: built, results recorded
+NO_MMA_SYNC = "ldmatrix + mma.sync m16n8k16 needs compute capability 8.0"  # 10 on a T4: built for sm_80
 
 #: (notebook, arch) -> the fallbacks it takes there (a distinctive part of each one-line reason);
 #: every other pair runs every step as written.
@@ -56,6 +61,8 @@ FALLBACKS = {
     ("06_metaschedule_tuning", "sm_89"): {TUNED_TILES},
     ("07_hopper_wgmma_tma", "sm_75"): {NO_WGMMA},  # one run for sm_75, sm_80, sm_86 and sm_89
     ("08_hopper_persistent_kernel", "sm_75"): {NO_WGMMA},  # the same for 07's persistent sequel
+    ("10_flash_attention", "sm_75"): {NO_MMA_SYNC, NO_WGMMA},
+    ("10_flash_attention", "sm_80"): {NO_WGMMA},  # one run for sm_80, sm_86 and sm_89
 }
 
 pytestmark = [pytest.mark.architectures,

@@ -62,15 +62,18 @@ def named_definitions(notebook, names):
             tree = ast.parse(src)
         except SyntaxError:
             continue
+        lines = src.splitlines()
         for node in tree.body:
-            targets = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+            targets = [n.id for t in getattr(node, "targets", []) for n in (t.elts if isinstance(t, ast.Tuple) else [t])
+                       if isinstance(n, ast.Name)]  # `a = ...` and `a, b = ...`
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 chunks.append(ast.get_source_segment(src, node))
             elif getattr(node, "name", None) in names or (targets and set(targets) <= set(names)):
                 defined = ({node.name} if hasattr(node, "name") else set()) | set(targets)
                 assert not defined & found, f"{notebook} defines {sorted(defined & found)} twice"
                 found |= defined
-                chunks.append(ast.get_source_segment(src, node))
+                first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+                chunks.append("\n".join(lines[first - 1:node.end_lineno]))  # with its decorators (@T.macro)
     assert set(names) <= found, f"{notebook} does not define {sorted(set(names) - found)}"
     return "\n\n\n".join(chunks)
 

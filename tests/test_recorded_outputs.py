@@ -22,7 +22,7 @@ from nbclient import NotebookClient
 from helpers import recorded_outputs, records
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("0*.ipynb"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 #: Two draws: a choice between two kernels a few percent apart flips in one or the other.
 WORDS = ["gpu-run-1", "gpu-run-2"]
 

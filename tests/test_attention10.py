@@ -1,0 +1,133 @@
+"""Notebook 10 (FlashAttention) on the CPU: its three-kernel attention run on LLVM against float64
+NumPy; the instructions each fused kernel is written with, as the generated CUDA shows them
+(mma.sync and ldmatrix for sm_80, cp.async only in the pipelined step, wgmma, TMA and the register
+hand-over on sm_90a); the causal kernels stopping at the diagonal; the clear errors for a head
+dimension or a sequence the tiles do not take; and the exercise with its solution and wrong answers."""
+
+import importlib.util
+import sys
+
+import numpy as np
+import pytest
+import tvm
+
+import helpers
+from test_exercises import named_definitions, run_exercise, solution
+
+NB = "10_flash_attention"
+DEFINITIONS = {
+    "attention_flops", "check_shape", "naive_attention", "BC", "MMA", "LOG2E", "load_rows", "load_q_fragments",
+    "init_rows", "store_rows", "scores", "accumulate_pv", "mask_above_diagonal", "online_softmax", "rescale_and_pack",
+    "flash_attention", "load_kv_async", "prefetch_and_wait", "flash_attention_pipelined", "TMA_LOAD", "SWIZZLE_128B",
+    "L2_PROMOTION_256B", "BR_H", "BC_H", "STAGES", "tma_options", "tma_tile", "produce", "gemm_s", "gemm_o", "consume",
+    "hopper_flash_attention",
+}
+EXERCISE = "smem_per_block = ..."
+SOLUTION = solution(NB, "## 8. Exercise")
+
+
+@pytest.fixture(scope="module")
+def nb10(tmp_path_factory):
+    """The notebook's kernels, macros and helpers, as the notebook defines them."""
+    setup = tmp_path_factory.mktemp("nb10") / "nb10_definitions.py"  # a file: TVMScript reads its source
+    setup.write_text(named_definitions(NB, DEFINITIONS))
+    spec = importlib.util.spec_from_file_location("nb10_definitions", setup)
+    module = sys.modules["nb10_definitions"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def attention64(q, k, v, causal=False):
+    """Attention in float64: softmax(q k^T / sqrt(d)) v, per head."""
+    q, k, v = (x.astype(np.float64) for x in (q, k, v))
+    s = q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.triu(np.ones(s.shape[-2:], bool), 1), -np.inf, s)
+    p = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (p / p.sum(axis=-1, keepdims=True)) @ v
+
+
+def cuda(kernel, arch):
+    return helpers.build(kernel, arch, tir_pipeline="tirx").mod.imports[0].inspect_source()
+
+
+def test_the_flop_count_is_the_papers(nb10):
+    assert nb10.attention_flops(2, 3, 64, 16) == 4 * 2 * 3 * 64 * 64 * 16
+    assert nb10.attention_flops(2, 3, 64, 16, causal=True) == 2 * 2 * 3 * 64 * 64 * 16
+
+
+def test_the_three_kernels_compute_attention(nb10):
+    """The naive version's three PrimFuncs, unscheduled on LLVM, chained as the notebook chains them
+    on the GPU: S in fp16, its softmax in fp32, then P V; large logits included."""
+    g = np.random.default_rng(0)
+    q, k, v = (g.standard_normal((2, 32, 16)).astype("float16") for _ in range(3))
+    q[0, :2] *= 20  # logits near 100: exp would overflow without the row maximum
+    s_mod, p_mod, o_mod = (tvm.compile(m, target="llvm") for m in nb10.naive_attention(2, 32, 16))
+    t = [tvm.runtime.tensor(x) for x in (q, k, v)]
+    s, p, o = (tvm.runtime.tensor(np.empty(shape, "float16")) for shape in [(2, 32, 32), (2, 32, 32), (2, 32, 16)])
+    s_mod["main"](t[0], t[1], s)
+    p_mod["main"](s, p)
+    o_mod["main"](p, t[2], o)
+    assert np.isfinite(o.numpy()).all()
+    expected = attention64(q, k, v)
+    assert np.abs(o.numpy() - expected).max() / np.abs(expected).max() < 1e-2
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_the_portable_kernels_are_mma_sync_code(nb10, d):
+    sync, pipelined = (cuda(f(32, 1024, d), "sm_80") for f in (nb10.flash_attention, nb10.flash_attention_pipelined))
+    for src in (sync, pipelined):
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in src
+        assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in src  # Q and K
+        assert "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16" in src  # V, transposed on the way
+        assert "cvt.rn.f16x2.f32" in src  # P packed for the second product
+        assert "exp2f" in src and "__shfl_xor_sync" in src  # the online softmax and its row merge
+    assert "cp.async" not in sync
+    assert "cp.async.cg.shared.global" in pipelined and "cp.async.wait_group 1" in pipelined
+
+
+def test_the_hopper_kernel_is_wgmma_fed_by_tma(nb10):
+    src = cuda(nb10.hopper_flash_attention(16, 1024, 128), "sm_90a")
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in src
+    assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" in src
+    assert "setmaxnreg.dec.sync.aligned.u32 40" in src and "setmaxnreg.inc.sync.aligned.u32 232" in src
+    # P V takes P from registers: wgmma's register form has four 32-bit A operands before B's descriptor
+    assert "{%64, %65, %66, %67}" in src or "{%64,%65,%66,%67}" in src.replace(" ", "")
+
+
+@pytest.mark.parametrize("kernel, arch", [("flash_attention_pipelined", "sm_80"), ("hopper_flash_attention", "sm_90a")])
+def test_causal_kernels_stop_at_the_diagonal(nb10, kernel, arch):
+    """The causal loop's trip count depends on the block (tiles up to the diagonal); the full one's is
+    the sequence's. The mask's compare appears only in the causal kernel."""
+    full, causal = (cuda(getattr(nb10, kernel)(16, 1024, 64, c), arch) for c in (False, True))
+    assert "blockIdx.x" in causal.split("for (int j", 1)[1].split(";", 2)[1]
+    assert "blockIdx.x" not in full.split("for (int j", 1)[1].split(";", 2)[1]
+    assert "-3.402823e+38" in causal and "-3.402823e+38" not in full  # T.min_value("float32"): the mask
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: m.flash_attention(16, 4096, 96), "head dimension 96 is not supported: the kernels take 64 or 128"),
+    (lambda m: m.flash_attention_pipelined(16, 1000, 128),
+     "sequence length 1000 is not a multiple of the 64-token tiles: pad it to 1024 and mask the padded keys"),
+    (lambda m: m.hopper_flash_attention(16, 4160, 64),
+     "sequence length 4160 is not a multiple of the 128-token tiles: pad it to 4224 and mask the padded keys"),
+    (lambda m: m.hopper_flash_attention(16, 4096, 256), "head dimension 256 is not supported"),
+])
+def test_shapes_the_tiles_do_not_take_are_refused(nb10, call, message):
+    with pytest.raises(ValueError, match=message):
+        call(nb10)
+
+
+def test_the_exercise_with_its_solution(tmp_path, capsys):
+    out = run_exercise(tmp_path, capsys, NB, ["helpers.start("], EXERCISE, SOLUTION, extra="BC = 64")
+    assert out.startswith("correct: 80 KiB per block, 2 blocks per SM"), out
+
+
+@pytest.mark.parametrize("answer, hint", [
+    ("smem_per_block = (64 + 2 * 64) * 128 * 2\nblocks_per_sm = 4", "2 stages of K and of V"),
+    ("smem_per_block = (64 + 4 * 64) * 128 * 2\nblocks_per_sm = 3", "rounding down"),
+    ("smem_per_block = ...\nblocks_per_sm = ...", "Exercise: not attempted yet"),
+])
+def test_the_exercise_rejects_wrong_answers(tmp_path, capsys, answer, hint):
+    out = run_exercise(tmp_path, capsys, NB, ["helpers.start("], EXERCISE, answer, extra="BC = 64")
+    assert hint in out and not out.startswith("correct"), out
