@@ -17,8 +17,8 @@ from test_exercises import named_definitions, run_exercise, solution
 NB = "10_flash_attention"
 DEFINITIONS = {
     "attention_flops", "check_shape", "naive_attention", "BC", "MMA", "LOG2E", "load_rows", "load_q_fragments",
-    "init_rows", "store_rows", "scores", "accumulate_pv", "mask_above_diagonal", "online_softmax", "rescale_and_pack",
-    "flash_attention", "load_kv_async", "prefetch_and_wait", "flash_attention_pipelined", "TMA_LOAD", "SWIZZLE_128B",
+    "init_rows", "store_rows", "scores", "accumulate_pv", "mask_above_diagonal", "online_softmax",
+    "flash_attention", "load_kv_async", "prefetch_and_wait", "flash_attention_pipelined", "rescale", "TMA_LOAD", "SWIZZLE_128B",
     "L2_PROMOTION_256B", "BR_H", "BC_H", "STAGES", "tma_options", "tma_tile", "produce", "gemm_s", "gemm_o", "consume",
     "hopper_flash_attention",
 }
