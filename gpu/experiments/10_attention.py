@@ -136,20 +136,9 @@ def arch_of(function: str) -> str:
 
 
 def ptxas_line(kernel, arch: str) -> str:
-    """Build a TIRx kernel for `arch` and return ptxas' register and spill line for it."""
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
-    cuda = helpers.build(kernel, arch, tir_pipeline="tirx").mod.imports[0].inspect_source()
-    with tempfile.TemporaryDirectory() as tmp:
-        (Path(tmp) / "k.cu").write_text(cuda)
-        out = subprocess.run([helpers.nvcc_path(), f"-arch={arch}", "-cubin", "-Xptxas", "-v", "-o", f"{tmp}/k.cubin",
-                              f"{tmp}/k.cu"], capture_output=True, text=True)
-    if out.returncode:
-        raise RuntimeError(out.stderr.strip().splitlines()[-1])
-    used = [line.rsplit(": ", 1)[-1].strip() for line in out.stderr.splitlines() if "Used" in line or "spill" in line]
-    return "; ".join(used)
+    """ptxas' registers, shared memory and spills for a TIRx kernel built for `arch` (helpers'
+    report takes the built executable as it is, so the TIRx pipeline it was built with stays)."""
+    return "; ".join(map(str, helpers.ptxas_report(helpers.build(kernel, arch, tir_pipeline="tirx"), arch)))
 
 
 def flash_dry(args) -> int:
@@ -176,7 +165,6 @@ def flash_study(args) -> int:
         return flash_dry(args)
     import torch
     import torch.nn.functional as F
-    import tvm_ffi
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     dev = helpers.device()
@@ -208,12 +196,7 @@ def flash_study(args) -> int:
                 try:
                     ex = helpers.build(flash_kernel(b, h, s, d, causal, function, **kw), arch_of(function),
                                        tir_pipeline="tirx")
-                    f = ex.mod["main"]
-                    stream = torch.cuda.current_stream().cuda_stream
-
-                    def ours(f=f):
-                        with tvm_ffi.use_raw_stream(dev, stream):
-                            f(q3, k3, v3, o3)
+                    ours = baselines.on_torch_stream(ex.mod["main"], dev, [q3, k3, v3, o3])
                     o3.zero_()
                     ours()
                     torch.cuda.synchronize()
