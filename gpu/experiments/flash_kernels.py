@@ -487,3 +487,279 @@ def flash_wgmma_overlap(BH, N, D, causal=False, BC=128, stages=2, fast_exp=False
                         "float16x2", oacc[T.Ramp(i * 4 + h * 2, 1, 2)] / T.Broadcast(l[h], 2))
 
     return main
+
+
+@T.macro
+def overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty, empty, j, row0,
+                 wg, t, S, D, BC, scale, masked, fast_exp, pingpong):
+    """One iteration of flash_wgmma_peeled: S of tile j + 1 and P V of tile j issued together, the
+    softmax of tile j + 1 while P V runs (masked below the diagonal if `masked`), then O rescaled."""
+    T.cuda.mbarrier_wait(k_full.ptr_to([(j + 1) % S]), ((j + 1) // S) % 2)
+    T.cuda.mbarrier_wait(v_full.ptr_to([j % S]), (j // S) % 2)
+    if pingpong:
+        T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
+    gemm_s(Qs, Ks, sacc, desc_a, desc_b, (j + 1) % S, wg, D, BC)
+    gemm_o(Vs, oacc, pf, desc_b, j % S, D, BC)
+    if pingpong:
+        T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
+    T.ptx.wgmma.wait_group.sync.aligned(1)
+    if t == 0:
+        T.ptx.mbarrier.arrive.shared.b64(k_empty.ptr_to([(j + 1) % S]), T.uint32(1))
+    mask_and_softmax(sacc, m, l, mx, alpha, j + 1, row0, t, BC, scale, masked, fast_exp)
+    T.ptx.wgmma.wait_group.sync.aligned(0)
+    if t == 0:
+        T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([j % S]), T.uint32(1))
+    rescale_and_pack(oacc, sacc, pf, alpha, D, BC)
+
+
+def flash_wgmma_peeled(BH, N, D, causal=False, BC=128, stages=2, fast_exp=False, consumer_registers=232,
+                        pingpong=False):
+    """flash_wgmma_overlap with its last tile (and, causal, the diagonal's) peeled (so ptxas sees the same wgmma groups in every
+    iteration and keeps them asynchronous); otherwise flash_wgmma with each warpgroup's softmax of tile j + 1 overlapped with its own P V of tile j:
+    S of tile j + 1 is issued before P V of tile j, and the softmax runs while P V is in flight."""
+    BR = 128
+    boxes = D // 64
+    scale = LOG2E / D ** 0.5
+    S = stages
+    q_bytes, kv_bytes = BR * D * 2, BC * D * 2
+    bars = (BR * D + 2 * S * BC * D) * 2
+    smem = bars + (1 + 4 * S) * 8
+    producer_registers = 24 if consumer_registers > 232 else PRODUCER_REGISTERS
+
+    @T.prim_func
+    def main(Q: T.Buffer((BH, N, D), "float16"), K: T.Buffer((BH, N, D), "float16"),
+             V: T.Buffer((BH, N, D), "float16"), O: T.Buffer((BH, N, D), "float16")):
+        Q_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(Q_map, Q.data, D, BH * N, D * 2, 64, BR, 1, 1, **tma_options())
+        K_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(K_map, K.data, D, BH * N, D * 2, 64, BC, 1, 1, **tma_options())
+        V_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(V_map, V.data, D, BH * N, D * 2, 64, BC, 1, 1, **tma_options())
+        T.device_entry()
+        bx0, bh = T.cta_id([N // BR, BH])
+        tid = T.thread_id([384])
+        bx = T.meta_var(N // BR - 1 - bx0 if causal else bx0)
+        NJ = T.meta_var(((bx + 1) * BR + BC - 1) // BC if causal else N // BC)
+        pool = T.alloc_buffer((smem,), "uint8", scope="shared.dyn", align=1024)
+        Qs = T.decl_buffer((boxes, BR, 64), "float16", data=pool.data, elem_offset=0, scope="shared.dyn")
+        Ks = T.decl_buffer((S, boxes, BC, 64), "float16", data=pool.data, elem_offset=BR * D, scope="shared.dyn")
+        Vs = T.decl_buffer((S, boxes, BC, 64), "float16", data=pool.data, elem_offset=BR * D + S * BC * D,
+                           scope="shared.dyn")
+        q_full = T.decl_buffer((1,), "uint64", data=pool.data, elem_offset=bars // 8, scope="shared.dyn")
+        k_full = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 1, scope="shared.dyn")
+        v_full = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 1 + S, scope="shared.dyn")
+        empty = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 1 + 2 * S, scope="shared.dyn")
+        k_empty = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 1 + 3 * S, scope="shared.dyn")
+        if tid == 0:
+            T.ptx.mbarrier.init.shared.b64(q_full.ptr_to([0]), T.uint32(1))
+            for s in T.unroll(S):
+                T.ptx.mbarrier.init.shared.b64(k_full.ptr_to([s]), T.uint32(1))
+                T.ptx.mbarrier.init.shared.b64(v_full.ptr_to([s]), T.uint32(1))
+                T.ptx.mbarrier.init.shared.b64(empty.ptr_to([s]), T.uint32(2))
+                T.ptx.mbarrier.init.shared.b64(k_empty.ptr_to([s]), T.uint32(2))
+            T.ptx.fence.mbarrier_init.release.cluster()
+        T.cuda.cta_sync()
+        if tid < 128:
+            T.ptx["setmaxnreg.dec.sync.aligned.u32"](producer_registers)
+            if tid == 0:
+                tma_tile(lambda b: Qs.ptr_to([b, 0, 0]), Q_map, bh * N + bx * BR, q_full.ptr_to([0]), boxes, q_bytes)
+                for j in T.serial(NJ):
+                    T.cuda.mbarrier_wait(k_empty.ptr_to([j % S]), (j // S) % 2 ^ 1)
+                    tma_tile(lambda b: Ks.ptr_to([j % S, b, 0, 0]), K_map, bh * N + j * BC, k_full.ptr_to([j % S]),
+                             boxes, kv_bytes)
+                    T.cuda.mbarrier_wait(empty.ptr_to([j % S]), (j // S) % 2 ^ 1)
+                    tma_tile(lambda b: Vs.ptr_to([j % S, b, 0, 0]), V_map, bh * N + j * BC, v_full.ptr_to([j % S]),
+                             boxes, kv_bytes)
+        else:
+            T.ptx["setmaxnreg.inc.sync.aligned.u32"](consumer_registers)
+            wg = T.meta_var(tid // 128 - 1)
+            t = T.meta_var(tid % 128)
+            row0 = T.meta_var(bx * BR + wg * 64)
+            sacc = T.alloc_local((BC // 2,), "float32")
+            oacc = T.alloc_local((D // 2,), "float32")
+            pf = T.alloc_local((BC // 4,), "uint32")
+            desc_a = T.alloc_local((1,), "uint64")
+            desc_b = T.alloc_local((1,), "uint64")
+            m = T.alloc_local((2,), "float32")
+            l = T.alloc_local((2,), "float32")
+            mx = T.alloc_local((2,), "float32")
+            alpha = T.alloc_local((2,), "float32")
+            for i in T.unroll(D // 2):
+                oacc[i] = T.float32(0)
+            for h in T.unroll(2):
+                m[h] = T.float32(-1e30)
+                l[h] = T.float32(0)
+            T.cuda.mbarrier_wait(q_full.ptr_to([0]), 0)
+            T.cuda.mbarrier_wait(k_full.ptr_to([0]), 0)
+            gemm_s(Qs, Ks, sacc, desc_a, desc_b, 0, wg, D, BC)
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+            if t == 0:
+                T.ptx.mbarrier.arrive.shared.b64(k_empty.ptr_to([0]), T.uint32(1))
+            mask_and_softmax(sacc, m, l, mx, alpha, 0, row0, t, BC, scale, causal, fast_exp)
+            rescale_and_pack(oacc, sacc, pf, alpha, D, BC)
+            if pingpong and wg == 1:
+                T.ptx.bar.arrive(T.uint32(8), T.uint32(256))
+            if causal:  # the tile on the diagonal (the last) is peeled too, so the loop has no compares
+                for j in T.serial(NJ - 2):
+                    overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty,
+                                 empty, j, row0, wg, t, S, D, BC, scale, False, fast_exp, pingpong)
+                if NJ >= 2:
+                    overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty,
+                                 empty, NJ - 2, row0, wg, t, S, D, BC, scale, True, fast_exp, pingpong)
+            else:
+                for j in T.serial(NJ - 1):
+                    overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty,
+                                 empty, j, row0, wg, t, S, D, BC, scale, False, fast_exp, pingpong)
+            T.cuda.mbarrier_wait(v_full.ptr_to([(NJ - 1) % S]), ((NJ - 1) // S) % 2)
+            if pingpong:
+                T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
+            gemm_o(Vs, oacc, pf, desc_b, (NJ - 1) % S, D, BC)
+            if pingpong:
+                T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
+            T.ptx.wgmma.wait_group.sync.aligned(0)
+            if t == 0:
+                T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([(NJ - 1) % S]), T.uint32(1))
+            if pingpong and wg == 0:
+                T.ptx.bar.sync(T.uint32(8), T.uint32(256))
+            for h in T.unroll(2):
+                l[h] = T.float32(1) / T.cuda.warp_sum(l[h], 4)
+                for i in T.unroll(D // 8):
+                    O[bh, row0 + t // 32 * 16 + h * 8 + t % 32 // 4, T.Ramp(i * 8 + t % 4 * 2, 1, 2)] = T.Cast(
+                        "float16x2", oacc[T.Ramp(i * 4 + h * 2, 1, 2)] * T.Broadcast(l[h], 2))
+
+    return main
+
+
+# --- mma.sync, second round: the diagonal tile peeled out of the causal loop, and exp2 by ex2.approx ---
+@T.macro
+def mma_tile(K, V, Ks, Vs, qf, kf, pf, s, o, m, l, mx, alpha, bh, j, NJ, row0, warp, lane, tid, threads, BC, CH,
+             D, scale, masked, fast_exp):
+    """One tile of the cp.async pipeline of flash_mma: prefetch tile j + 1, wait for tile j, S, the
+    online softmax (masked below the diagonal if `masked`), O += P V."""
+    if j + 1 < NJ:
+        load_async(K, V, Ks, Vs, bh, j + 1, (j + 1) % 2, tid, threads, BC, CH)
+    else:
+        T.ptx["cp.async.commit_group"]()
+    T.ptx["cp.async.wait_group"](1)
+    T.cuda.cta_sync()
+    st = T.meta_var(j % 2)
+    for i in T.unroll(BC // 2):
+        s[i] = T.float32(0)
+    for kk in T.unroll(D // 16):
+        for nt2 in T.unroll(BC // 16):
+            r = T.meta_var(nt2 * 16 + lane // 16 * 8 + lane % 8)
+            c = T.meta_var(kk * 2 + lane // 8 % 2)
+            T.ptx.ldmatrix.sync.aligned.m8n8.x4.shared.b16(kf[0], kf[1], kf[2], kf[3], Ks.ptr_to([st, r, (c ^ r % 8) * 8]))
+            for h in T.unroll(2):
+                nt = T.meta_var(nt2 * 2 + h)
+                T.ptx[MMA](s[nt * 4], s[nt * 4 + 1], s[nt * 4 + 2], s[nt * 4 + 3],
+                           qf[kk * 4], qf[kk * 4 + 1], qf[kk * 4 + 2], qf[kk * 4 + 3], kf[h * 2], kf[h * 2 + 1],
+                           s[nt * 4], s[nt * 4 + 1], s[nt * 4 + 2], s[nt * 4 + 3])
+    if masked:
+        for nt in T.unroll(BC // 8):
+            for h in T.unroll(2):
+                for e in T.unroll(2):
+                    if j * BC + nt * 8 + lane % 4 * 2 + e > row0 + h * 8 + lane // 4:
+                        s[nt * 4 + h * 2 + e] = T.min_value("float32")
+    for h in T.unroll(2):
+        mx[h] = m[h]
+        for nt in T.unroll(BC // 8):
+            mx[h] = T.max(mx[h], T.max(s[nt * 4 + h * 2], s[nt * 4 + h * 2 + 1]) * T.float32(scale))
+        mx[h] = T.cuda.warp_max(mx[h], 4)
+        if fast_exp:
+            T.ptx.ex2.approx.ftz.f32(alpha[h], m[h] - mx[h])
+        else:
+            alpha[h] = T.exp2(m[h] - mx[h])
+        m[h] = mx[h]
+        l[h] = l[h] * alpha[h]
+        for nt in T.unroll(BC // 8):
+            for e in T.unroll(2):
+                if fast_exp:
+                    T.ptx.ex2.approx.ftz.f32(s[nt * 4 + h * 2 + e], s[nt * 4 + h * 2 + e] * T.float32(scale) - mx[h])
+                else:
+                    s[nt * 4 + h * 2 + e] = T.exp2(s[nt * 4 + h * 2 + e] * T.float32(scale) - mx[h])
+                l[h] = l[h] + s[nt * 4 + h * 2 + e]
+        for dt in T.unroll(D // 8):
+            for e in T.unroll(2):
+                o[dt * 4 + h * 2 + e] = o[dt * 4 + h * 2 + e] * alpha[h]
+    for kc in T.unroll(BC // 16):
+        for h in T.unroll(2):
+            for g in T.unroll(2):
+                T.ptx.cvt.rn.f16x2.f32(pf[h * 2 + g], s[(kc * 2 + h) * 4 + g * 2 + 1], s[(kc * 2 + h) * 4 + g * 2])
+        for dt2 in T.unroll(D // 16):
+            r = T.meta_var(kc * 16 + lane // 8 % 2 * 8 + lane % 8)
+            c = T.meta_var(dt2 * 2 + lane // 16)
+            T.ptx.ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16(kf[0], kf[1], kf[2], kf[3], Vs.ptr_to([st, r, (c ^ r % 8) * 8]))
+            for h in T.unroll(2):
+                dt = T.meta_var(dt2 * 2 + h)
+                T.ptx[MMA](o[dt * 4], o[dt * 4 + 1], o[dt * 4 + 2], o[dt * 4 + 3],
+                           pf[0], pf[1], pf[2], pf[3], kf[h * 2], kf[h * 2 + 1],
+                           o[dt * 4], o[dt * 4 + 1], o[dt * 4 + 2], o[dt * 4 + 3])
+    T.cuda.cta_sync()
+
+
+def flash_mma_peeled(BH, N, D, causal=False, fast_exp=False, peel=True):
+    """flash_mma's pipelined kernel (4 warps, 64-key tiles) with, when causal, the tile that crosses the
+    diagonal peeled out of the loop (so the loop has no compares; BR = BC = 64: one such tile a block),
+    exp2 by ex2.approx.ftz if fast_exp, and O divided by l through one reciprocal a row."""
+    warps, BC = 4, 64
+    BR, threads, CH = 16 * warps, 32 * warps, D // 8
+    scale = LOG2E / D ** 0.5
+
+    @T.prim_func
+    def main(Q: T.Buffer((BH, N, D), "float16"), K: T.Buffer((BH, N, D), "float16"),
+             V: T.Buffer((BH, N, D), "float16"), O: T.Buffer((BH, N, D), "float16")):
+        T.device_entry()
+        bx0, bh = T.cta_id([N // BR, BH])
+        bx = T.meta_var(N // BR - 1 - bx0 if causal else bx0)
+        NJ = T.meta_var(((bx + 1) * BR + BC - 1) // BC if causal else N // BC)
+        tid = T.thread_id([threads])
+        pool = T.alloc_buffer(((BR + 4 * BC) * D,), "float16", scope="shared.dyn", align=128)
+        Qs = T.decl_buffer((BR, D), "float16", data=pool.data, elem_offset=0, scope="shared.dyn")
+        Ks = T.decl_buffer((2, BC, D), "float16", data=pool.data, elem_offset=BR * D, scope="shared.dyn")
+        Vs = T.decl_buffer((2, BC, D), "float16", data=pool.data, elem_offset=(BR + 2 * BC) * D, scope="shared.dyn")
+        qf = T.alloc_local((D // 4,), "uint32")
+        kf = T.alloc_local((4,), "uint32")
+        pf = T.alloc_local((4,), "uint32")
+        s = T.alloc_local((BC // 2,), "float32")
+        o = T.alloc_local((D // 2,), "float32")
+        m = T.alloc_local((2,), "float32")
+        l = T.alloc_local((2,), "float32")
+        mx = T.alloc_local((2,), "float32")
+        alpha = T.alloc_local((2,), "float32")
+        warp = T.meta_var(tid // 32)
+        lane = T.meta_var(tid % 32)
+        row0 = T.meta_var(bx * BR + warp * 16)
+        load_async(K, V, Ks, Vs, bh, 0, 0, tid, threads, BC, CH)
+        for i in T.unroll(BR * CH // threads):
+            r = T.meta_var((i * threads + tid) // CH)
+            c = T.meta_var((i * threads + tid) % CH)
+            Qs[r, T.Ramp((c ^ r % 8) * 8, 1, 8)] = Q[bh, bx * BR + r, T.Ramp(c * 8, 1, 8)]
+        for i in T.unroll(D // 2):
+            o[i] = T.float32(0)
+        for i in T.unroll(2):
+            m[i] = T.float32(-1e30)
+            l[i] = T.float32(0)
+        T.cuda.cta_sync()
+        for kk in T.unroll(D // 16):
+            r = T.meta_var(warp * 16 + lane % 16)
+            c = T.meta_var(kk * 2 + lane // 16)
+            T.ptx.ldmatrix.sync.aligned.m8n8.x4.shared.b16(qf[kk * 4], qf[kk * 4 + 1], qf[kk * 4 + 2], qf[kk * 4 + 3],
+                                                            Qs.ptr_to([r, (c ^ r % 8) * 8]))
+        if causal and peel:
+            for j in T.serial(NJ - 1):
+                mma_tile(K, V, Ks, Vs, qf, kf, pf, s, o, m, l, mx, alpha, bh, j, NJ, row0, warp, lane, tid, threads,
+                         BC, CH, D, scale, False, fast_exp)
+            mma_tile(K, V, Ks, Vs, qf, kf, pf, s, o, m, l, mx, alpha, bh, NJ - 1, NJ, row0, warp, lane, tid, threads,
+                     BC, CH, D, scale, True, fast_exp)
+        else:
+            for j in T.serial(NJ):
+                mma_tile(K, V, Ks, Vs, qf, kf, pf, s, o, m, l, mx, alpha, bh, j, NJ, row0, warp, lane, tid, threads,
+                         BC, CH, D, scale, causal, fast_exp)
+        for h in T.unroll(2):
+            l[h] = T.float32(1) / T.cuda.warp_sum(l[h], 4)
+            for dt in T.unroll(D // 8):
+                O[bh, row0 + h * 8 + lane // 4, T.Ramp(dt * 8 + lane % 4 * 2, 1, 2)] = T.Cast(
+                    "float16x2", o[T.Ramp(dt * 4 + h * 2, 1, 2)] * T.Broadcast(l[h], 2))
+
+    return main
