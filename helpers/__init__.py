@@ -20,8 +20,8 @@ from .bench import (Measurement, Session, WrongResult, check_args, recorded_meas
                     time_function)
 from .env import (DEFAULT_ARCH, GpuSpec, arch_constants, device, dram_gbps, gpu_available, listing_target,
                   local_gpu_spec, make_target, require_tensor_cores)
-from .kernels import (build, cuda_diff, cuda_listing, cuda_source, fit_listing, nvcc_path, occupancy, ptx,
-                      ptxas_report, require_divides, tir_diff, tir_listing)
+from .kernels import (build, cuda_diff, cuda_listing, cuda_source, fit_listing, notebook_definitions, nvcc_path, occupancy,
+                      ptx, ptxas_report, require_divides, tir_diff, tir_listing)
 from .records import RecordError, experiment_table
 
 #: What loads on first use, by module: the name a notebook uses -> the module that defines it.

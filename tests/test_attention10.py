@@ -1,7 +1,7 @@
 """Notebook 10 (FlashAttention) on the CPU: its three-kernel attention run on LLVM against float64
 NumPy; the instructions each fused kernel is written with, as the generated CUDA shows them
-(mma.sync and ldmatrix for sm_80, cp.async only in the pipelined step, wgmma, TMA and the register
-hand-over on sm_90a); the causal kernels stopping at the diagonal; the clear errors for a head
+(mma.sync and ldmatrix for sm_80, cp.async only in the pipelined step); the causal kernel stopping at
+the diagonal; the clear errors for a head
 dimension or a sequence the tiles do not take; and the exercise with its solution and wrong answers."""
 
 import importlib.util
@@ -16,14 +16,12 @@ from test_exercises import named_definitions, run_exercise, solution
 
 NB = "10_flash_attention"
 DEFINITIONS = {
-    "attention_flops", "check_shape", "naive_attention", "BC", "MMA", "LOG2E", "load_rows", "load_q_fragments",
+    "naive_attention", "BC", "MMA", "LOG2E", "load_rows", "load_q_fragments",
     "init_rows", "store_rows", "scores", "accumulate_pv", "mask_above_diagonal", "online_softmax",
-    "flash_attention", "load_kv_async", "prefetch_and_wait", "flash_attention_pipelined", "rescale", "TMA_LOAD", "SWIZZLE_128B",
-    "L2_PROMOTION_256B", "BR_H", "BC_H", "STAGES", "tma_options", "tma_tile", "produce", "gemm_s", "gemm_o", "consume",
-    "hopper_flash_attention",
+    "flash_attention", "load_kv_async", "attend_tile", "flash_attention_pipelined", "rescale",
 }
 EXERCISE = "smem_per_block = ..."
-SOLUTION = solution(NB, "## 8. Exercise")
+SOLUTION = solution(NB, "## 6. Exercise")
 
 
 @pytest.fixture(scope="module")
@@ -86,20 +84,10 @@ def test_the_portable_kernels_are_mma_sync_code(nb10, d):
     assert "cp.async.cg.shared.global" in pipelined and "cp.async.wait_group 1" in pipelined
 
 
-def test_the_hopper_kernel_is_wgmma_fed_by_tma(nb10):
-    src = cuda(nb10.hopper_flash_attention(16, 1024, 128), "sm_90a")
-    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in src
-    assert "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes" in src
-    assert "setmaxnreg.dec.sync.aligned.u32 40" in src and "setmaxnreg.inc.sync.aligned.u32 232" in src
-    # P V takes P from registers: wgmma's register form has four 32-bit A operands before B's descriptor
-    assert "{%64, %65, %66, %67}" in src or "{%64,%65,%66,%67}" in src.replace(" ", "")
-
-
-@pytest.mark.parametrize("kernel, arch", [("flash_attention_pipelined", "sm_80"), ("hopper_flash_attention", "sm_90a")])
-def test_causal_kernels_stop_at_the_diagonal(nb10, kernel, arch):
+def test_the_causal_kernel_stops_at_the_diagonal(nb10):
     """The causal loop's trip count depends on the block (tiles up to the diagonal); the full one's is
     the sequence's. The mask's compare appears only in the causal kernel."""
-    full, causal = (cuda(getattr(nb10, kernel)(16, 1024, 64, c), arch) for c in (False, True))
+    full, causal = (cuda(nb10.flash_attention_pipelined(16, 1024, 64, c), "sm_80") for c in (False, True))
     assert "blockIdx.x" in causal.split("for (int j", 1)[1].split(";", 2)[1]
     assert "blockIdx.x" not in full.split("for (int j", 1)[1].split(";", 2)[1]
     assert "-3.402823e+38" in causal and "-3.402823e+38" not in full  # T.min_value("float32"): the mask
@@ -109,9 +97,6 @@ def test_causal_kernels_stop_at_the_diagonal(nb10, kernel, arch):
     (lambda m: m.flash_attention(16, 4096, 96), "head dimension 96 is not supported: the kernels take 64 or 128"),
     (lambda m: m.flash_attention_pipelined(16, 1000, 128),
      "sequence length 1000 is not a multiple of the 64-token tiles: pad it to 1024 and mask the padded keys"),
-    (lambda m: m.hopper_flash_attention(16, 4160, 64),
-     "sequence length 4160 is not a multiple of the 128-token tiles: pad it to 4224 and mask the padded keys"),
-    (lambda m: m.hopper_flash_attention(16, 4096, 256), "head dimension 256 is not supported"),
 ])
 def test_shapes_the_tiles_do_not_take_are_refused(nb10, call, message):
     with pytest.raises(ValueError, match=message):

@@ -75,7 +75,8 @@ def test_the_messages_say_what_is_accepted():
     assert str(err.value) == ("no notebook named '99_no_such_notebook' in notebooks/: the notebooks are "
                               "00_gpu_architecture, 01_vector_add, 02_window_sum, 03_matmul_local_blocking, "
                               "04_matmul_shared_blocking, 05_tensor_core_tensorization, 06_metaschedule_tuning, "
-                              "07_hopper_wgmma_tma, 08_hopper_persistent_kernel, 09_reductions, 10_flash_attention")
+                              "07_hopper_wgmma_tma, 08_hopper_persistent_kernel, 09_reductions, 10_flash_attention, "
+                              "11_flash_attention_hopper")
     with pytest.raises(ValueError, match=r"^dtype 'int8' is not supported here: use float16, float32, float64$"):
         tuning.matmul_workload(8, 8, 8, "int8")
 

@@ -132,6 +132,11 @@ FLASH_VARIANTS = {  # name: (flash_kernels function, its keywords)
     "r2 wgmma, overlap peeled, ex2.approx": ("flash_wgmma_peeled", dict(fast_exp=True)),
     "r2 wgmma, overlap peeled, ex2.approx, 3 stages": ("flash_wgmma_peeled", dict(fast_exp=True, stages=3)),
     "r2 wgmma, overlap peeled, ex2.approx, ping-pong": ("flash_wgmma_peeled", dict(fast_exp=True, pingpong=True)),
+    # round 3: cuDNN's kernel is persistent (the profile): so is this one, one block per SM
+    "r3 wgmma persistent, ping-pong, ex2.approx": ("flash_wgmma_persistent", {}),
+    "r3 wgmma persistent, ping-pong, ex2.approx, 3 stages": ("flash_wgmma_persistent", dict(stages=3)),
+    "r3 wgmma persistent, ping-pong": ("flash_wgmma_persistent", dict(fast_exp=False)),
+    "r4 wgmma persistent, ping-pong, head by head": ("flash_wgmma_persistent", dict(fast_exp=False, by_head=True)),
 }
 PROFILED = {  # the kernels `profile` puts side by side: ours by FLASH_VARIANTS name, torch's by backend
     "plain": "wgmma + TMA, 1+2 warpgroups, 128x128, 2 stages",
@@ -287,11 +292,49 @@ def profile(args) -> int:
                                 ("tensor", "gmma", "pipe_xu", "pipe_fma", "pipe_alu", *NCU_MENTIONED))
 
 
+def notebook_kernels(args) -> int:
+    """Every kernel of notebooks 10 and 11 as the notebooks define them, checked against torch's
+    float32 attention at small shapes (head dim 64 and 128, causal and not), before a recording:
+    run it under `timeout`, since a kernel whose barriers disagree hangs rather than fails."""
+    import torch
+
+    nb10 = helpers.notebook_definitions("10_flash_attention", "import difflib", "BC = 64", "def scores(",
+                                        "def mask_above_diagonal(", "def flash_attention(", "def load_kv_async(",
+                                        "def flash_attention_pipelined(")
+    nb11 = helpers.notebook_definitions("11_flash_attention_hopper", 'helpers.start("11_', "TMA_LOAD =",
+                                        "def produce(", "def gemm_s(", "def consume(", "def hopper_flash_attention(",
+                                        "def overlapped_tile(", "def consume_overlapped(")
+    h = nb11["hopper_flash_attention"]
+    kernels = {"mma.sync": (nb10["flash_attention"], None), "mma.sync pipelined": (nb10["flash_attention_pipelined"], None),
+               "wgmma": (h, "sm_90a"), "wgmma overlapped": (lambda *a: h(*a, nb11["consume_overlapped"]), "sm_90a"),
+               "wgmma persistent": (lambda *a: h(*a, nb11["consume_overlapped"], 7), "sm_90a")}
+    failed = 0
+    for b, hd, s, d in [(2, 3, 512, 64), (1, 4, 1024, 128), (2, 2, 384, 128)]:
+        for causal in (False, True):
+            g = torch.Generator(device="cuda").manual_seed(0)
+            q, k, v = (torch.randn(b * hd, s, d, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
+            q[0, :4] *= 40
+            ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+            for name, (make, arch) in kernels.items():
+                ex = helpers.build(make(b * hd, s, d, causal), arch, tir_pipeline="tirx")
+                o = torch.full_like(q, float("nan"))
+                baselines.on_torch_stream(ex.mod["main"], helpers.device(), [q, k, v, o])()
+                torch.cuda.synchronize()
+                err = float((o.float() - ref).norm() / ref.norm())
+                ok = bool(torch.isfinite(o).all()) and err < 2e-3
+                failed += not ok
+                print(f"{b}x{hd}x{s}x{d}{' causal' if causal else '':7s} {name:20s} relative error {err:.1e}"
+                      f"{'' if ok else '  WRONG'}", flush=True)
+    return 1 if failed else 0
+
+
 STUDIES = {
     "baselines": Study(baselines_study, "torch's SDPA backends and TVM's prefill kernel on the issue's shapes"),
     "flash": Study(flash_study, "the mma.sync FlashAttention kernels, checked and timed beside flash and cuDNN",
                    arguments=((("--quick",), dict(action="store_true", help="only the first shape")),
                               (("--only",), dict(default=None, help="only the variants whose name holds one of these (comma-separated)"))),),
+    "notebook": Study(notebook_kernels, "notebooks 10 and 11's kernels, checked at small shapes before a recording",
+                      dry=False),
     "profile": Study(profile, "Nsight Compute: our Hopper and mma.sync kernels beside cuDNN's and the flash backend's",
                      needs=("torch", "ncu")),
     "launch": Study(launch, "(run by profile under ncu) build, launch 4 times and check one kernel", dry=False,

@@ -763,3 +763,160 @@ def flash_mma_peeled(BH, N, D, causal=False, fast_exp=False, peel=True):
                     "float16x2", o[T.Ramp(dt * 4 + h * 2, 1, 2)] * T.Broadcast(l[h], 2))
 
     return main
+
+
+# --- Hopper, round 3: persistent (one block per SM walking over (row block, head) tiles), as cuDNN's is ---
+@T.macro
+def persistent_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty, empty, j, p,
+                    row0, wg, t, S, D, BC, scale, masked, fast_exp):
+    """overlap_step with ping-pong, for pipeline slot p of tile j (the slots run on across work tiles)."""
+    T.cuda.mbarrier_wait(k_full.ptr_to([(p + 1) % S]), ((p + 1) // S) % 2)
+    T.cuda.mbarrier_wait(v_full.ptr_to([p % S]), (p // S) % 2)
+    T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
+    gemm_s(Qs, Ks, sacc, desc_a, desc_b, (p + 1) % S, wg, D, BC)
+    gemm_o(Vs, oacc, pf, desc_b, p % S, D, BC)
+    T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
+    T.ptx.wgmma.wait_group.sync.aligned(1)
+    if t == 0:
+        T.ptx.mbarrier.arrive.shared.b64(k_empty.ptr_to([(p + 1) % S]), T.uint32(1))
+    mask_and_softmax(sacc, m, l, mx, alpha, j + 1, row0, t, BC, scale, masked, fast_exp)
+    T.ptx.wgmma.wait_group.sync.aligned(0)
+    if t == 0:
+        T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([p % S]), T.uint32(1))
+    rescale_and_pack(oacc, sacc, pf, alpha, D, BC)
+
+
+def flash_wgmma_persistent(BH, N, D, causal=False, BC=128, stages=2, fast_exp=True, blocks=132, by_head=False):
+    """flash_wgmma_peeled with ping-pong, persistent: `blocks` blocks (one per SM) take the (row block,
+    head) tiles in turn (causal: the longest first, over all heads, or, `by_head`, head by head so
+    that the blocks at work share K and V in L2); the producer loads the next tile's Q (when both
+    consumers are done with the last: q_empty) and K, V while the consumers finish and store O."""
+    BR = 128
+    boxes = D // 64
+    scale = LOG2E / D ** 0.5
+    S = stages
+    NB = N // BR
+    WORK = NB * BH
+    q_bytes, kv_bytes = BR * D * 2, BC * D * 2
+    bars = (BR * D + 2 * S * BC * D) * 2
+    smem = bars + (2 + 4 * S) * 8
+
+    @T.prim_func
+    def main(Q: T.Buffer((BH, N, D), "float16"), K: T.Buffer((BH, N, D), "float16"),
+             V: T.Buffer((BH, N, D), "float16"), O: T.Buffer((BH, N, D), "float16")):
+        Q_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(Q_map, Q.data, D, BH * N, D * 2, 64, BR, 1, 1, **tma_options())
+        K_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(K_map, K.data, D, BH * N, D * 2, 64, BC, 1, 1, **tma_options())
+        V_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(V_map, V.data, D, BH * N, D * 2, 64, BC, 1, 1, **tma_options())
+        T.device_entry()
+        cta = T.cta_id([blocks])
+        tid = T.thread_id([384])
+        pool = T.alloc_buffer((smem,), "uint8", scope="shared.dyn", align=1024)
+        Qs = T.decl_buffer((boxes, BR, 64), "float16", data=pool.data, elem_offset=0, scope="shared.dyn")
+        Ks = T.decl_buffer((S, boxes, BC, 64), "float16", data=pool.data, elem_offset=BR * D, scope="shared.dyn")
+        Vs = T.decl_buffer((S, boxes, BC, 64), "float16", data=pool.data, elem_offset=BR * D + S * BC * D,
+                           scope="shared.dyn")
+        q_full = T.decl_buffer((1,), "uint64", data=pool.data, elem_offset=bars // 8, scope="shared.dyn")
+        q_empty = T.decl_buffer((1,), "uint64", data=pool.data, elem_offset=bars // 8 + 1, scope="shared.dyn")
+        k_full = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 2, scope="shared.dyn")
+        v_full = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 2 + S, scope="shared.dyn")
+        empty = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 2 + 2 * S, scope="shared.dyn")
+        k_empty = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 2 + 3 * S, scope="shared.dyn")
+        counter = T.alloc_local((1,), "int32")
+        counter[0] = 0
+        if tid == 0:
+            T.ptx.mbarrier.init.shared.b64(q_full.ptr_to([0]), T.uint32(1))
+            T.ptx.mbarrier.init.shared.b64(q_empty.ptr_to([0]), T.uint32(2))
+            for s in T.unroll(S):
+                T.ptx.mbarrier.init.shared.b64(k_full.ptr_to([s]), T.uint32(1))
+                T.ptx.mbarrier.init.shared.b64(v_full.ptr_to([s]), T.uint32(1))
+                T.ptx.mbarrier.init.shared.b64(empty.ptr_to([s]), T.uint32(2))
+                T.ptx.mbarrier.init.shared.b64(k_empty.ptr_to([s]), T.uint32(2))
+            T.ptx.fence.mbarrier_init.release.cluster()
+        T.cuda.cta_sync()
+        if tid < 128:
+            T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGISTERS)
+            if tid == 0:
+                for it in T.serial((WORK - cta + blocks - 1) // blocks):
+                    w = T.meta_var(cta + it * blocks)
+                    bx = T.meta_var((NB - 1 - w % NB if by_head else NB - 1 - w // BH) if causal else w % NB)
+                    bh = T.meta_var((w // NB if by_head else w % BH) if causal else w // NB)
+                    NJ = T.meta_var(((bx + 1) * BR + BC - 1) // BC if causal else N // BC)
+                    T.cuda.mbarrier_wait(q_empty.ptr_to([0]), it % 2 ^ 1)
+                    tma_tile(lambda b: Qs.ptr_to([b, 0, 0]), Q_map, bh * N + bx * BR, q_full.ptr_to([0]), boxes, q_bytes)
+                    for j in T.serial(NJ):
+                        p = T.meta_var(counter[0] + j)
+                        T.cuda.mbarrier_wait(k_empty.ptr_to([p % S]), (p // S) % 2 ^ 1)
+                        tma_tile(lambda b: Ks.ptr_to([p % S, b, 0, 0]), K_map, bh * N + j * BC, k_full.ptr_to([p % S]),
+                                 boxes, kv_bytes)
+                        T.cuda.mbarrier_wait(empty.ptr_to([p % S]), (p // S) % 2 ^ 1)
+                        tma_tile(lambda b: Vs.ptr_to([p % S, b, 0, 0]), V_map, bh * N + j * BC, v_full.ptr_to([p % S]),
+                                 boxes, kv_bytes)
+                    counter[0] = counter[0] + NJ
+        else:
+            T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGISTERS)
+            wg = T.meta_var(tid // 128 - 1)
+            t = T.meta_var(tid % 128)
+            sacc = T.alloc_local((BC // 2,), "float32")
+            oacc = T.alloc_local((D // 2,), "float32")
+            pf = T.alloc_local((BC // 4,), "uint32")
+            desc_a = T.alloc_local((1,), "uint64")
+            desc_b = T.alloc_local((1,), "uint64")
+            m = T.alloc_local((2,), "float32")
+            l = T.alloc_local((2,), "float32")
+            mx = T.alloc_local((2,), "float32")
+            alpha = T.alloc_local((2,), "float32")
+            if wg == 1:
+                T.ptx.bar.arrive(T.uint32(8), T.uint32(256))
+            for it in T.serial((WORK - cta + blocks - 1) // blocks):
+                w = T.meta_var(cta + it * blocks)
+                bx = T.meta_var((NB - 1 - w % NB if by_head else NB - 1 - w // BH) if causal else w % NB)
+                bh = T.meta_var((w // NB if by_head else w % BH) if causal else w // NB)
+                NJ = T.meta_var(((bx + 1) * BR + BC - 1) // BC if causal else N // BC)
+                row0 = T.meta_var(bx * BR + wg * 64)
+                c = T.meta_var(counter[0])
+                for i in T.unroll(D // 2):
+                    oacc[i] = T.float32(0)
+                for h in T.unroll(2):
+                    m[h] = T.float32(-1e30)
+                    l[h] = T.float32(0)
+                T.cuda.mbarrier_wait(q_full.ptr_to([0]), it % 2)
+                T.cuda.mbarrier_wait(k_full.ptr_to([c % S]), (c // S) % 2)
+                gemm_s(Qs, Ks, sacc, desc_a, desc_b, c % S, wg, D, BC)
+                T.ptx.wgmma.wait_group.sync.aligned(0)
+                if t == 0:
+                    T.ptx.mbarrier.arrive.shared.b64(k_empty.ptr_to([c % S]), T.uint32(1))
+                mask_and_softmax(sacc, m, l, mx, alpha, 0, row0, t, BC, scale, causal, fast_exp)
+                rescale_and_pack(oacc, sacc, pf, alpha, D, BC)
+                if causal:
+                    for j in T.serial(NJ - 2):
+                        persistent_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full,
+                                        k_empty, empty, j, c + j, row0, wg, t, S, D, BC, scale, False, fast_exp)
+                    if NJ >= 2:
+                        persistent_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full,
+                                        k_empty, empty, NJ - 2, c + NJ - 2, row0, wg, t, S, D, BC, scale, True, fast_exp)
+                else:
+                    for j in T.serial(NJ - 1):
+                        persistent_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full,
+                                        k_empty, empty, j, c + j, row0, wg, t, S, D, BC, scale, False, fast_exp)
+                if t == 0:  # every S of this tile is done: Q may be overwritten
+                    T.ptx.mbarrier.arrive.shared.b64(q_empty.ptr_to([0]), T.uint32(1))
+                T.cuda.mbarrier_wait(v_full.ptr_to([(c + NJ - 1) % S]), ((c + NJ - 1) // S) % 2)
+                T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
+                gemm_o(Vs, oacc, pf, desc_b, (c + NJ - 1) % S, D, BC)
+                T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
+                T.ptx.wgmma.wait_group.sync.aligned(0)
+                if t == 0:
+                    T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([(c + NJ - 1) % S]), T.uint32(1))
+                for h in T.unroll(2):
+                    l[h] = T.float32(1) / T.cuda.warp_sum(l[h], 4)
+                    for i in T.unroll(D // 8):
+                        O[bh, row0 + t // 32 * 16 + h * 8 + t % 32 // 4, T.Ramp(i * 8 + t % 4 * 2, 1, 2)] = T.Cast(
+                            "float16x2", oacc[T.Ramp(i * 4 + h * 2, 1, 2)] * T.Broadcast(l[h], 2))
+                counter[0] = counter[0] + NJ
+            if wg == 0:
+                T.ptx.bar.sync(T.uint32(8), T.uint32(256))
+
+    return main
