@@ -4,15 +4,13 @@ NumPy; the instructions each fused kernel is written with, as the generated CUDA
 the diagonal; the clear errors for a head
 dimension or a sequence the tiles do not take; and the exercise with its solution and wrong answers."""
 
-import importlib.util
-import sys
 
 import numpy as np
 import pytest
 import tvm
 
 import helpers
-from test_exercises import named_definitions, run_exercise, solution
+from test_exercises import definitions_module, run_exercise, solution
 
 NB = "10_flash_attention"
 DEFINITIONS = {
@@ -27,12 +25,7 @@ SOLUTION = solution(NB, "## 6. Exercise")
 @pytest.fixture(scope="module")
 def nb10(tmp_path_factory):
     """The notebook's kernels, macros and helpers, as the notebook defines them."""
-    setup = tmp_path_factory.mktemp("nb10") / "nb10_definitions.py"  # a file: TVMScript reads its source
-    setup.write_text(named_definitions(NB, DEFINITIONS))
-    spec = importlib.util.spec_from_file_location("nb10_definitions", setup)
-    module = sys.modules["nb10_definitions"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return definitions_module(tmp_path_factory.mktemp("nb10"), NB, DEFINITIONS)
 
 
 def attention64(q, k, v, causal=False):

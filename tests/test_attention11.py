@@ -4,13 +4,11 @@ products in flight and ping-pong in the overlapped step); ptxas keeping every st
 asynchronous (no serialization warning, no spills); the work items a persistent grid walks; causal
 loops stopping at the diagonal; clear errors for shapes the tiles do not take; and the exercise."""
 
-import importlib.util
-import sys
 
 import pytest
 
 import helpers
-from test_exercises import named_definitions, run_exercise, solution
+from test_exercises import definitions_module, run_exercise, solution
 
 NB = "11_flash_attention_hopper"
 DEFINITIONS = {
@@ -25,14 +23,8 @@ SOLUTION = solution(NB, "## 8. Exercise")
 @pytest.fixture(scope="module")
 def nb11(tmp_path_factory):
     """The notebook's kernels and macros, on top of notebook 10's, as the notebook defines them."""
-    setup = tmp_path_factory.mktemp("nb11") / "nb11_definitions.py"  # a file: TVMScript reads its source
-    setup.write_text(named_definitions(NB, DEFINITIONS).replace(
-        "import helpers\n", "import helpers\nglobals().update(helpers.notebook_definitions("
-        "'10_flash_attention', 'BC = 64', 'def mask_above_diagonal('))\n", 1))
-    spec = importlib.util.spec_from_file_location("nb11_definitions", setup)
-    module = sys.modules["nb11_definitions"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    after = "globals().update(helpers.notebook_definitions('10_flash_attention', 'BC = 64', 'def mask_above_diagonal('))\n"
+    return definitions_module(tmp_path_factory.mktemp("nb11"), NB, DEFINITIONS, after_imports=after)
 
 
 def cuda(kernel, arch="sm_90a"):

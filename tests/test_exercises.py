@@ -8,9 +8,11 @@ its answer lines (everything before the cell's first blank line) replaced by an 
 """
 
 import ast
+import importlib.util
 import json
 import re
 import runpy
+import sys
 import textwrap
 from pathlib import Path
 
@@ -76,6 +78,20 @@ def named_definitions(notebook, names):
                 chunks.append("\n".join(lines[first - 1:node.end_lineno]))  # with its decorators (@T.macro)
     assert set(names) <= found, f"{notebook} does not define {sorted(set(names) - found)}"
     return "\n\n\n".join(chunks)
+
+
+def definitions_module(directory: Path, notebook: str, names, after_imports: str = ""):
+    """named_definitions(notebook, names) imported as a module from a file in `directory`, with
+    `after_imports` run after the notebook's imports. Imported, not run with runpy: kernels are built
+    by functions called later, and TVMScript then finds their source through the module's entry in
+    sys.modules."""
+    name = f"{notebook.split('_')[0]}_definitions_{notebook}"
+    setup = directory / f"{name}.py"
+    setup.write_text(named_definitions(notebook, names).replace("import helpers\n", f"import helpers\n{after_imports}", 1))
+    spec = importlib.util.spec_from_file_location(name, setup)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_cell(tmp_path, capsys, setup, cell, answer):

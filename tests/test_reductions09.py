@@ -3,14 +3,12 @@ answers; the computations themselves (the online softmax's running rescale, Welf
 Chan across lanes), run unscheduled on LLVM against float64 NumPy, masked and large logits
 included; and the clear errors for rows its schedules cannot cut."""
 
-import importlib.util
-import sys
 
 import numpy as np
 import pytest
 import tvm
 
-from test_exercises import _one, named_definitions, run_exercise, solution
+from test_exercises import _one, definitions_module, run_exercise, solution
 
 NB = "09_reductions"
 CONTEXT = ["helpers.start(", "def row_sum("]
@@ -23,14 +21,7 @@ DEFINITIONS = {"softmax", "logits", "softmax_ref", "online_softmax", "layer_norm
 @pytest.fixture(scope="module")
 def nb09(tmp_path_factory):
     """The notebook's computations, row plan and references, as the notebook defines them."""
-    setup = tmp_path_factory.mktemp("nb09") / "nb09_definitions.py"  # a file, so TVMScript can read its source
-    setup.write_text(named_definitions(NB, DEFINITIONS))
-    # imported, not run with runpy: the modules are built by functions called later, and TVMScript
-    # then finds their source through the module's entry in sys.modules
-    spec = importlib.util.spec_from_file_location("nb09_definitions", setup)
-    module = sys.modules["nb09_definitions"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return definitions_module(tmp_path_factory.mktemp("nb09"), NB, DEFINITIONS)
 
 
 def run_on_cpu(mod, *arrays):
