@@ -372,9 +372,11 @@ def rescale_and_pack(oacc, sacc, pf, alpha, D, BC):
 
 
 def flash_wgmma_overlap(BH, N, D, causal=False, BC=128, stages=2, fast_exp=False, consumer_registers=232,
-                        pingpong=False):
+                        pingpong=False, peeled=False):
     """flash_wgmma with each warpgroup's softmax of tile j + 1 overlapped with its own P V of tile j:
-    S of tile j + 1 is issued before P V of tile j, and the softmax runs while P V is in flight."""
+    S of tile j + 1 is issued before P V of tile j, and the softmax runs while P V is in flight.
+    Not `peeled`, the loop issues S of tile j + 1 `if j + 1 < NJ` and ptxas serializes every wgmma
+    (C7514); `peeled` (flash_wgmma_peeled), the last tile (and, causal, the diagonal's) runs after it."""
     BR = 128
     boxes = D // 64
     scale = LOG2E / D ** 0.5
@@ -457,177 +459,95 @@ def flash_wgmma_overlap(BH, N, D, causal=False, BC=128, stages=2, fast_exp=False
             rescale_and_pack(oacc, sacc, pf, alpha, D, BC)
             if pingpong and wg == 1:
                 T.ptx.bar.arrive(T.uint32(8), T.uint32(256))
-            for j in T.serial(NJ):
-                if j + 1 < NJ:
-                    T.cuda.mbarrier_wait(k_full.ptr_to([(j + 1) % S]), ((j + 1) // S) % 2)
-                T.cuda.mbarrier_wait(v_full.ptr_to([j % S]), (j // S) % 2)
+            if peeled:
+                if causal:  # the tile on the diagonal (the last) is peeled too, so the loop has no compares
+                    for j in T.serial(NJ - 2):
+                        overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty,
+                                     empty, j, j, row0, wg, t, S, D, BC, scale, False, fast_exp, pingpong)
+                    if NJ >= 2:
+                        overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty,
+                                     empty, NJ - 2, NJ - 2, row0, wg, t, S, D, BC, scale, True, fast_exp, pingpong)
+                else:
+                    for j in T.serial(NJ - 1):
+                        overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty,
+                                     empty, j, j, row0, wg, t, S, D, BC, scale, False, fast_exp, pingpong)
+                T.cuda.mbarrier_wait(v_full.ptr_to([(NJ - 1) % S]), ((NJ - 1) // S) % 2)
                 if pingpong:
                     T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
-                if j + 1 < NJ:
-                    gemm_s(Qs, Ks, sacc, desc_a, desc_b, (j + 1) % S, wg, D, BC)
-                gemm_o(Vs, oacc, pf, desc_b, j % S, D, BC)
+                gemm_o(Vs, oacc, pf, desc_b, (NJ - 1) % S, D, BC)
                 if pingpong:
                     T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
-                if j + 1 < NJ:
-                    T.ptx.wgmma.wait_group.sync.aligned(1)
-                    if t == 0:
-                        T.ptx.mbarrier.arrive.shared.b64(k_empty.ptr_to([(j + 1) % S]), T.uint32(1))
-                    mask_and_softmax(sacc, m, l, mx, alpha, j + 1, row0, t, BC, scale, causal, fast_exp)
                 T.ptx.wgmma.wait_group.sync.aligned(0)
                 if t == 0:
-                    T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([j % S]), T.uint32(1))
-                if j + 1 < NJ:
-                    rescale_and_pack(oacc, sacc, pf, alpha, D, BC)
+                    T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([(NJ - 1) % S]), T.uint32(1))
+            else:
+                for j in T.serial(NJ):
+                    if j + 1 < NJ:
+                        T.cuda.mbarrier_wait(k_full.ptr_to([(j + 1) % S]), ((j + 1) // S) % 2)
+                    T.cuda.mbarrier_wait(v_full.ptr_to([j % S]), (j // S) % 2)
+                    if pingpong:
+                        T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
+                    if j + 1 < NJ:
+                        gemm_s(Qs, Ks, sacc, desc_a, desc_b, (j + 1) % S, wg, D, BC)
+                    gemm_o(Vs, oacc, pf, desc_b, j % S, D, BC)
+                    if pingpong:
+                        T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
+                    if j + 1 < NJ:
+                        T.ptx.wgmma.wait_group.sync.aligned(1)
+                        if t == 0:
+                            T.ptx.mbarrier.arrive.shared.b64(k_empty.ptr_to([(j + 1) % S]), T.uint32(1))
+                        mask_and_softmax(sacc, m, l, mx, alpha, j + 1, row0, t, BC, scale, causal, fast_exp)
+                    T.ptx.wgmma.wait_group.sync.aligned(0)
+                    if t == 0:
+                        T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([j % S]), T.uint32(1))
+                    if j + 1 < NJ:
+                        rescale_and_pack(oacc, sacc, pf, alpha, D, BC)
             if pingpong and wg == 0:
                 T.ptx.bar.sync(T.uint32(8), T.uint32(256))
             for h in T.unroll(2):
-                l[h] = T.cuda.warp_sum(l[h], 4)
-                for i in T.unroll(D // 8):
-                    O[bh, row0 + t // 32 * 16 + h * 8 + t % 32 // 4, T.Ramp(i * 8 + t % 4 * 2, 1, 2)] = T.Cast(
-                        "float16x2", oacc[T.Ramp(i * 4 + h * 2, 1, 2)] / T.Broadcast(l[h], 2))
+                if peeled:  # one reciprocal a row, then multiplies
+                    l[h] = T.float32(1) / T.cuda.warp_sum(l[h], 4)
+                    for i in T.unroll(D // 8):
+                        O[bh, row0 + t // 32 * 16 + h * 8 + t % 32 // 4, T.Ramp(i * 8 + t % 4 * 2, 1, 2)] = T.Cast(
+                            "float16x2", oacc[T.Ramp(i * 4 + h * 2, 1, 2)] * T.Broadcast(l[h], 2))
+                else:
+                    l[h] = T.cuda.warp_sum(l[h], 4)
+                    for i in T.unroll(D // 8):
+                        O[bh, row0 + t // 32 * 16 + h * 8 + t % 32 // 4, T.Ramp(i * 8 + t % 4 * 2, 1, 2)] = T.Cast(
+                            "float16x2", oacc[T.Ramp(i * 4 + h * 2, 1, 2)] / T.Broadcast(l[h], 2))
 
     return main
 
 
 @T.macro
-def overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty, empty, j, row0,
-                 wg, t, S, D, BC, scale, masked, fast_exp, pingpong):
-    """One iteration of flash_wgmma_peeled: S of tile j + 1 and P V of tile j issued together, the
-    softmax of tile j + 1 while P V runs (masked below the diagonal if `masked`), then O rescaled."""
-    T.cuda.mbarrier_wait(k_full.ptr_to([(j + 1) % S]), ((j + 1) // S) % 2)
-    T.cuda.mbarrier_wait(v_full.ptr_to([j % S]), (j // S) % 2)
+def overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty, empty, j, p,
+                 row0, wg, t, S, D, BC, scale, masked, fast_exp, pingpong):
+    """One iteration of the peeled overlap: S of tile j + 1 and P V of tile j issued together, the
+    softmax of tile j + 1 while P V runs (masked below the diagonal if `masked`), then O rescaled. p:
+    tile j's pipeline slot (j itself, or counted on across work items in the persistent kernel)."""
+    T.cuda.mbarrier_wait(k_full.ptr_to([(p + 1) % S]), ((p + 1) // S) % 2)
+    T.cuda.mbarrier_wait(v_full.ptr_to([p % S]), (p // S) % 2)
     if pingpong:
         T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
-    gemm_s(Qs, Ks, sacc, desc_a, desc_b, (j + 1) % S, wg, D, BC)
-    gemm_o(Vs, oacc, pf, desc_b, j % S, D, BC)
+    gemm_s(Qs, Ks, sacc, desc_a, desc_b, (p + 1) % S, wg, D, BC)
+    gemm_o(Vs, oacc, pf, desc_b, p % S, D, BC)
     if pingpong:
         T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
     T.ptx.wgmma.wait_group.sync.aligned(1)
     if t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(k_empty.ptr_to([(j + 1) % S]), T.uint32(1))
+        T.ptx.mbarrier.arrive.shared.b64(k_empty.ptr_to([(p + 1) % S]), T.uint32(1))
     mask_and_softmax(sacc, m, l, mx, alpha, j + 1, row0, t, BC, scale, masked, fast_exp)
     T.ptx.wgmma.wait_group.sync.aligned(0)
     if t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([j % S]), T.uint32(1))
+        T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([p % S]), T.uint32(1))
     rescale_and_pack(oacc, sacc, pf, alpha, D, BC)
 
 
 def flash_wgmma_peeled(BH, N, D, causal=False, BC=128, stages=2, fast_exp=False, consumer_registers=232,
-                        pingpong=False):
-    """flash_wgmma_overlap with its last tile (and, causal, the diagonal's) peeled (so ptxas sees the same wgmma groups in every
-    iteration and keeps them asynchronous); otherwise flash_wgmma with each warpgroup's softmax of tile j + 1 overlapped with its own P V of tile j:
-    S of tile j + 1 is issued before P V of tile j, and the softmax runs while P V is in flight."""
-    BR = 128
-    boxes = D // 64
-    scale = LOG2E / D ** 0.5
-    S = stages
-    q_bytes, kv_bytes = BR * D * 2, BC * D * 2
-    bars = (BR * D + 2 * S * BC * D) * 2
-    smem = bars + (1 + 4 * S) * 8
-    producer_registers = 24 if consumer_registers > 232 else PRODUCER_REGISTERS
-
-    @T.prim_func
-    def main(Q: T.Buffer((BH, N, D), "float16"), K: T.Buffer((BH, N, D), "float16"),
-             V: T.Buffer((BH, N, D), "float16"), O: T.Buffer((BH, N, D), "float16")):
-        Q_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
-        T.tensormap_encode_tiled(Q_map, Q.data, D, BH * N, D * 2, 64, BR, 1, 1, **tma_options())
-        K_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
-        T.tensormap_encode_tiled(K_map, K.data, D, BH * N, D * 2, 64, BC, 1, 1, **tma_options())
-        V_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
-        T.tensormap_encode_tiled(V_map, V.data, D, BH * N, D * 2, 64, BC, 1, 1, **tma_options())
-        T.device_entry()
-        bx0, bh = T.cta_id([N // BR, BH])
-        tid = T.thread_id([384])
-        bx = T.meta_var(N // BR - 1 - bx0 if causal else bx0)
-        NJ = T.meta_var(((bx + 1) * BR + BC - 1) // BC if causal else N // BC)
-        pool = T.alloc_buffer((smem,), "uint8", scope="shared.dyn", align=1024)
-        Qs = T.decl_buffer((boxes, BR, 64), "float16", data=pool.data, elem_offset=0, scope="shared.dyn")
-        Ks = T.decl_buffer((S, boxes, BC, 64), "float16", data=pool.data, elem_offset=BR * D, scope="shared.dyn")
-        Vs = T.decl_buffer((S, boxes, BC, 64), "float16", data=pool.data, elem_offset=BR * D + S * BC * D,
-                           scope="shared.dyn")
-        q_full = T.decl_buffer((1,), "uint64", data=pool.data, elem_offset=bars // 8, scope="shared.dyn")
-        k_full = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 1, scope="shared.dyn")
-        v_full = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 1 + S, scope="shared.dyn")
-        empty = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 1 + 2 * S, scope="shared.dyn")
-        k_empty = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + 1 + 3 * S, scope="shared.dyn")
-        if tid == 0:
-            T.ptx.mbarrier.init.shared.b64(q_full.ptr_to([0]), T.uint32(1))
-            for s in T.unroll(S):
-                T.ptx.mbarrier.init.shared.b64(k_full.ptr_to([s]), T.uint32(1))
-                T.ptx.mbarrier.init.shared.b64(v_full.ptr_to([s]), T.uint32(1))
-                T.ptx.mbarrier.init.shared.b64(empty.ptr_to([s]), T.uint32(2))
-                T.ptx.mbarrier.init.shared.b64(k_empty.ptr_to([s]), T.uint32(2))
-            T.ptx.fence.mbarrier_init.release.cluster()
-        T.cuda.cta_sync()
-        if tid < 128:
-            T.ptx["setmaxnreg.dec.sync.aligned.u32"](producer_registers)
-            if tid == 0:
-                tma_tile(lambda b: Qs.ptr_to([b, 0, 0]), Q_map, bh * N + bx * BR, q_full.ptr_to([0]), boxes, q_bytes)
-                for j in T.serial(NJ):
-                    T.cuda.mbarrier_wait(k_empty.ptr_to([j % S]), (j // S) % 2 ^ 1)
-                    tma_tile(lambda b: Ks.ptr_to([j % S, b, 0, 0]), K_map, bh * N + j * BC, k_full.ptr_to([j % S]),
-                             boxes, kv_bytes)
-                    T.cuda.mbarrier_wait(empty.ptr_to([j % S]), (j // S) % 2 ^ 1)
-                    tma_tile(lambda b: Vs.ptr_to([j % S, b, 0, 0]), V_map, bh * N + j * BC, v_full.ptr_to([j % S]),
-                             boxes, kv_bytes)
-        else:
-            T.ptx["setmaxnreg.inc.sync.aligned.u32"](consumer_registers)
-            wg = T.meta_var(tid // 128 - 1)
-            t = T.meta_var(tid % 128)
-            row0 = T.meta_var(bx * BR + wg * 64)
-            sacc = T.alloc_local((BC // 2,), "float32")
-            oacc = T.alloc_local((D // 2,), "float32")
-            pf = T.alloc_local((BC // 4,), "uint32")
-            desc_a = T.alloc_local((1,), "uint64")
-            desc_b = T.alloc_local((1,), "uint64")
-            m = T.alloc_local((2,), "float32")
-            l = T.alloc_local((2,), "float32")
-            mx = T.alloc_local((2,), "float32")
-            alpha = T.alloc_local((2,), "float32")
-            for i in T.unroll(D // 2):
-                oacc[i] = T.float32(0)
-            for h in T.unroll(2):
-                m[h] = T.float32(-1e30)
-                l[h] = T.float32(0)
-            T.cuda.mbarrier_wait(q_full.ptr_to([0]), 0)
-            T.cuda.mbarrier_wait(k_full.ptr_to([0]), 0)
-            gemm_s(Qs, Ks, sacc, desc_a, desc_b, 0, wg, D, BC)
-            T.ptx.wgmma.wait_group.sync.aligned(0)
-            if t == 0:
-                T.ptx.mbarrier.arrive.shared.b64(k_empty.ptr_to([0]), T.uint32(1))
-            mask_and_softmax(sacc, m, l, mx, alpha, 0, row0, t, BC, scale, causal, fast_exp)
-            rescale_and_pack(oacc, sacc, pf, alpha, D, BC)
-            if pingpong and wg == 1:
-                T.ptx.bar.arrive(T.uint32(8), T.uint32(256))
-            if causal:  # the tile on the diagonal (the last) is peeled too, so the loop has no compares
-                for j in T.serial(NJ - 2):
-                    overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty,
-                                 empty, j, row0, wg, t, S, D, BC, scale, False, fast_exp, pingpong)
-                if NJ >= 2:
-                    overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty,
-                                 empty, NJ - 2, row0, wg, t, S, D, BC, scale, True, fast_exp, pingpong)
-            else:
-                for j in T.serial(NJ - 1):
-                    overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty,
-                                 empty, j, row0, wg, t, S, D, BC, scale, False, fast_exp, pingpong)
-            T.cuda.mbarrier_wait(v_full.ptr_to([(NJ - 1) % S]), ((NJ - 1) // S) % 2)
-            if pingpong:
-                T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
-            gemm_o(Vs, oacc, pf, desc_b, (NJ - 1) % S, D, BC)
-            if pingpong:
-                T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
-            T.ptx.wgmma.wait_group.sync.aligned(0)
-            if t == 0:
-                T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([(NJ - 1) % S]), T.uint32(1))
-            if pingpong and wg == 0:
-                T.ptx.bar.sync(T.uint32(8), T.uint32(256))
-            for h in T.unroll(2):
-                l[h] = T.float32(1) / T.cuda.warp_sum(l[h], 4)
-                for i in T.unroll(D // 8):
-                    O[bh, row0 + t // 32 * 16 + h * 8 + t % 32 // 4, T.Ramp(i * 8 + t % 4 * 2, 1, 2)] = T.Cast(
-                        "float16x2", oacc[T.Ramp(i * 4 + h * 2, 1, 2)] * T.Broadcast(l[h], 2))
-
-    return main
+                       pingpong=False):
+    """flash_wgmma_overlap with its last tile (and, causal, the diagonal's) peeled, so that ptxas sees
+    the same wgmma groups in every iteration and keeps them asynchronous."""
+    return flash_wgmma_overlap(BH, N, D, causal, BC, stages, fast_exp, consumer_registers, pingpong, peeled=True)
 
 
 # --- mma.sync, second round: the diagonal tile peeled out of the causal loop, and exp2 by ex2.approx ---
@@ -766,26 +686,6 @@ def flash_mma_peeled(BH, N, D, causal=False, fast_exp=False, peel=True):
 
 
 # --- Hopper, round 3: persistent (one block per SM walking over (row block, head) tiles), as cuDNN's is ---
-@T.macro
-def persistent_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full, k_empty, empty, j, p,
-                    row0, wg, t, S, D, BC, scale, masked, fast_exp):
-    """overlap_step with ping-pong, for pipeline slot p of tile j (the slots run on across work tiles)."""
-    T.cuda.mbarrier_wait(k_full.ptr_to([(p + 1) % S]), ((p + 1) // S) % 2)
-    T.cuda.mbarrier_wait(v_full.ptr_to([p % S]), (p // S) % 2)
-    T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
-    gemm_s(Qs, Ks, sacc, desc_a, desc_b, (p + 1) % S, wg, D, BC)
-    gemm_o(Vs, oacc, pf, desc_b, p % S, D, BC)
-    T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
-    T.ptx.wgmma.wait_group.sync.aligned(1)
-    if t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(k_empty.ptr_to([(p + 1) % S]), T.uint32(1))
-    mask_and_softmax(sacc, m, l, mx, alpha, j + 1, row0, t, BC, scale, masked, fast_exp)
-    T.ptx.wgmma.wait_group.sync.aligned(0)
-    if t == 0:
-        T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([p % S]), T.uint32(1))
-    rescale_and_pack(oacc, sacc, pf, alpha, D, BC)
-
-
 def flash_wgmma_persistent(BH, N, D, causal=False, BC=128, stages=2, fast_exp=True, blocks=132, by_head=False):
     """flash_wgmma_peeled with ping-pong, persistent: `blocks` blocks (one per SM) take the (row block,
     head) tiles in turn (causal: the longest first, over all heads, or, `by_head`, head by head so
@@ -892,15 +792,15 @@ def flash_wgmma_persistent(BH, N, D, causal=False, BC=128, stages=2, fast_exp=Tr
                 rescale_and_pack(oacc, sacc, pf, alpha, D, BC)
                 if causal:
                     for j in T.serial(NJ - 2):
-                        persistent_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full,
-                                        k_empty, empty, j, c + j, row0, wg, t, S, D, BC, scale, False, fast_exp)
+                        overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full,
+                                        k_empty, empty, j, c + j, row0, wg, t, S, D, BC, scale, False, fast_exp, True)
                     if NJ >= 2:
-                        persistent_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full,
-                                        k_empty, empty, NJ - 2, c + NJ - 2, row0, wg, t, S, D, BC, scale, True, fast_exp)
+                        overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full,
+                                        k_empty, empty, NJ - 2, c + NJ - 2, row0, wg, t, S, D, BC, scale, True, fast_exp, True)
                 else:
                     for j in T.serial(NJ - 1):
-                        persistent_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full,
-                                        k_empty, empty, j, c + j, row0, wg, t, S, D, BC, scale, False, fast_exp)
+                        overlap_step(Qs, Ks, Vs, sacc, oacc, pf, desc_a, desc_b, m, l, mx, alpha, k_full, v_full,
+                                        k_empty, empty, j, c + j, row0, wg, t, S, D, BC, scale, False, fast_exp, True)
                 if t == 0:  # every S of this tile is done: Q may be overwritten
                     T.ptx.mbarrier.arrive.shared.b64(q_empty.ptr_to([0]), T.uint32(1))
                 T.cuda.mbarrier_wait(v_full.ptr_to([(c + NJ - 1) % S]), ((c + NJ - 1) // S) % 2)
