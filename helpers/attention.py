@@ -4,17 +4,32 @@ kernels are the lessons, so they stay in the notebooks."""
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
+
+from .kernels import check_number
+
+
+def _check_sizes(**sizes) -> None:
+    """Refuse a batch, head count, sequence length or head dimension that is not a positive integer."""
+    for name, size in sizes.items():
+        check_number(name, size)
 
 
 def attention_flops(b: int, h: int, n: int, d: int, causal: bool = False) -> float:
     """A forward pass's FLOP as FlashAttention's papers count them: two products of 2·n²·d per head,
     half of it when causal."""
+    _check_sizes(b=b, h=h, n=n, d=d)
     return 4.0 * b * h * n * n * d / (2 if causal else 1)
 
 
 def check_shape(n: int, d: int, rows: int) -> None:
     """A clear error for a shape the kernels do not take: head dims 64 and 128, whole tiles of `rows`."""
+    check_number("the sequence length n", n)
+    check_number("the tile's rows", rows)
+    if isinstance(d, bool) or not isinstance(d, numbers.Integral):  # 64.0 is no buffer dimension
+        raise ValueError(f"head dimension {d!r} is not supported: the kernels take 64 or 128")
     if d not in (64, 128):
         raise ValueError(f"head dimension {d} is not supported: the kernels take 64 or 128")
     if n % rows:
@@ -26,6 +41,7 @@ def qkv(b: int, h: int, n: int, d: int, live: bool) -> list[np.ndarray]:
     """(b*h, n, d) fp16 inputs, seeded. A few queries are scaled 40-fold, so that their logits reach
     the hundreds and a softmax without the running maximum would overflow. Not live (no GPU to run
     on): uninitialized arrays of the right shape, for builds and records only."""
+    _check_sizes(b=b, h=h, n=n, d=d)
     if not live:
         return [np.empty((b * h, n, d), "float16") for _ in range(3)]
     g = np.random.default_rng(0)

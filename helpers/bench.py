@@ -50,6 +50,25 @@ class Measurement:
     # pass the DRAM peak). GB/s and intensity say which; a course-wide chart uses `at_minimal_traffic`
     traffic: str | None = None
 
+    def __post_init__(self):
+        """Refuse a measurement no kernel can have, whoever makes it (a notebook, `Session.record`, a
+        record read back): a time that is negative, zero, NaN or infinite would print as a number and
+        make every rate and ratio from it a wrong one. Only a missing measurement has no time."""
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"a measurement's name must be a non-empty string, got {self.name!r}")
+        if self.source not in ("live", "recorded", "missing"):
+            raise ValueError(f"source must be 'live', 'recorded' or 'missing', got {self.source!r}")
+        if self.ms is not None or self.source != "missing":
+            kernels.check_number("ms", self.ms, " (milliseconds; None only with source='missing')", integer=False)
+        _check_counts(flops=self.flops, bytes=self.bytes, ratio=self.ratio, baseline_ms=self.baseline_ms)
+        if self.rel_err is not None:
+            kernels.check_number("rel_err", self.rel_err, " or None", integer=False, zero=True)
+        if self.traffic not in (None, "requested"):
+            raise ValueError(f"traffic is None (bytes = the minimal DRAM traffic) or 'requested', got {self.traffic!r}")
+        if self.dtype is not None and not _numpy_dtype(self.dtype):
+            raise ValueError(f"dtype {self.dtype!r} is not an element type NumPy knows: the course's are "
+                             f"{', '.join(kernels.MATMUL_DTYPES)}")
+
     @property
     def tflops(self) -> float | None:
         return self.flops / (self.ms * 1e-3) / 1e12 if self.flops and self.ms else None
@@ -148,6 +167,22 @@ class Measurement:
 # ---------------------------------------------------------------- arguments
 
 
+def _numpy_dtype(name) -> bool:
+    """Whether `name` names an element type NumPy knows (what `at_minimal_traffic` sizes bytes by)."""
+    try:
+        return isinstance(name, str) and np.dtype(name) is not None
+    except TypeError:
+        return False
+
+
+def _check_counts(**counts) -> None:
+    """Refuse a count that is given but is not a positive finite number (FLOP, bytes, a ratio):
+    a rate computed from it would be negative, NaN or infinite."""
+    for name, value in counts.items():
+        if value is not None:
+            kernels.check_number(name, value, " or None", integer=False)
+
+
 def _params(kernel) -> list | None:
     if isinstance(kernel, tvm.runtime.Executable):
         return None
@@ -167,6 +202,8 @@ def _static(size) -> int | None:
 def check_args(kernel, args) -> None:
     """Compare each array with the PrimFunc's buffer: count, shape, dtype, device."""
     params = _params(kernel)
+    if not isinstance(args, (list, tuple)):
+        raise TypeError(f"args must be a list of the kernel's arrays, outputs included, got {type(args).__name__}")
     if params is not None and len(args) != len(params):
         raise ValueError(f"the kernel takes {len(params)} arrays ({', '.join(p.name for p in params)}), got {len(args)}")
     for i, a in enumerate(args):
@@ -299,6 +336,7 @@ class Session:
     def fits(self, shared_bytes: int, instead: str) -> bool:
         """Whether a block with `shared_bytes` of shared memory fits this GPU; if not, say so
         in one line with what the step runs `instead`."""
+        kernels.check_number("shared_bytes", shared_bytes, " (bytes per block)", zero=True)
         return env.decide(self.spec, lambda spec: env.lacks_shared_memory(spec, shared_bytes),
                           f"this step runs {instead}")
 
@@ -347,6 +385,11 @@ class Session:
         if traffic not in (None, "requested"):
             raise ValueError(f"traffic is None (bytes = the minimal DRAM traffic) or 'requested', got {traffic!r}")
         check_args(kernel, args)
+        _check_counts(flops=flops, bytes=bytes)  # on every machine, not only where the kernel runs
+        kernels.check_number("tol", tol, " (the largest relative error accepted)", integer=False, zero=True)
+        index = isinstance(out, (int, np.integer)) and not isinstance(out, bool)
+        if not index or not -len(args) <= out < len(args):
+            raise ValueError(f"out must be the index of the output among the {len(args)} arrays, got {out!r}")
         shape = [list(a.shape) for a in args]
         dtype = str(args[0].dtype)
         if not self.live:
@@ -385,6 +428,8 @@ class Session:
         `out_dtype`: C's type when it differs from A's and B's (fp16 in, fp32 C). `graph`: time
         rounds replayed from a CUDA graph (torch only), for problems that take less time on the
         GPU than a call takes to dispatch from Python (see `baselines.graph_rounds`)."""
+        kernels.check_matmul(M, N, K, dtype=dtype, out_dtype=out_dtype)  # with or without a GPU
+        kernels.check_number("repeat", repeat)
         out_dtype = out_dtype if out_dtype != dtype else None
         name = name or f"cuBLAS {dtype} {M}x{N}x{K}" + (f", {out_dtype} C" if out_dtype else "")
         if not self.live:
@@ -418,6 +463,12 @@ class Session:
         the minimal DRAM traffic and the work, counted as for the kernel. An operation torch cannot
         run on this GPU (a RuntimeError: e.g. an attention backend it lacks) is a missing baseline,
         said in one line."""
+        if not callable(fn):
+            raise TypeError(f"fn must be a function of (torch, *tensors), got {type(fn).__name__}")
+        if not isinstance(arrays, (list, tuple)) or not arrays or not all(isinstance(a, np.ndarray) for a in arrays):
+            raise TypeError(f"arrays must be a non-empty list of NumPy arrays, got {arrays!r:.80}")
+        _check_counts(flops=flops, bytes=bytes)
+        kernels.check_number("repeat", repeat)
         if not self.live:
             m = self._recorded(name)
         else:
@@ -491,6 +542,7 @@ COPY_FLOATS = 1 << 26
 def recorded_measurements(notebook: str, gpu: str | None = None) -> list[Measurement]:
     """Every measurement a notebook recorded on `gpu` (a results folder name; default: the
     recorded GPU), falling back to the recorded GPU's; [] when there are none."""
+    env.check_notebook(notebook)  # a misspelt name is not a notebook without records
     data = records.load(records.results_path(notebook, gpu))
     if data is None and gpu is not None:
         data = records.load(records.results_path(notebook))

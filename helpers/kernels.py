@@ -166,6 +166,8 @@ def tir_listing(kernel, lines: int = 40) -> str:
     """A schedule's TensorIR as TVMScript, shortened to fit a slide: nested loops indent by two
     spaces instead of four, and long lines and listings are shortened as in `fit_listing`."""
     mod = kernel.mod if isinstance(kernel, tvm.s_tir.Schedule) else kernel
+    if not isinstance(mod, (tvm.IRModule, tvm.tirx.PrimFunc)):
+        raise TypeError(f"expected a tvm.s_tir.Schedule, IRModule or PrimFunc, got {type(kernel).__name__}")
     return fit_listing(mod.script(indent_spaces=2), lines, comment="#")
 
 
@@ -228,6 +230,9 @@ def fit_listing(text: str, lines: int = 40, width: int = WIDTH, comment: str = "
     """At most `lines` lines of at most `width` characters, so a listing reads on a slide and on
     GitHub without scrolling: a long line wraps onto at most `wraps` more lines (a longer one is
     cut, ending in " ..."), and when the listing is longer, its last line counts the lines left out."""
+    check_number("lines", lines)  # at least the line that counts the others
+    check_number("width", width, " (characters)")
+    check_number("wraps", wraps, zero=True)
     rows = text.splitlines()
     pieces = [_wrap(row, width, wraps) for row in rows]
     if sum(map(len, pieces)) <= lines:
@@ -396,6 +401,9 @@ class Occupancy:
 
 def occupancy(spec: env.GpuSpec, threads_per_block: int, registers_per_thread: int, shared_bytes_per_block: int = 0) -> Occupancy:
     """Theoretical occupancy from the three per-SM budgets: threads, registers, shared memory."""
+    check_number("threads_per_block", threads_per_block)  # whole threads, registers and bytes: 128.5 is none
+    check_number("registers_per_thread", registers_per_thread)
+    check_number("shared_bytes_per_block", shared_bytes_per_block, zero=True)
     if not 1 <= threads_per_block <= 1024:
         raise ValueError(f"threads_per_block must be in 1..1024, got {threads_per_block}")
     if not 1 <= registers_per_thread <= 255:
@@ -446,6 +454,8 @@ def require_divides(extent: int, factor: int, what: str = "tile") -> None:
     schedules assume whole tiles, so a shape they do not divide must be padded or refused.
     """
     check_number("extent", extent)
+    if not isinstance(factor, numbers.Integral) or isinstance(factor, bool):  # 2.5, NaN, "8" would split no loop
+        raise ValueError(f"{what} factor must be a positive integer, got {factor!r}")
     if factor <= 0:
         raise ValueError(f"{what} factor must be positive, got {factor}")
     if extent % factor:
@@ -460,6 +470,7 @@ def notebook_definitions(notebook: str, *markers: str) -> dict:
     """The code cells of notebooks/<notebook>.ipynb that hold any of `markers`, run as one module
     (written to a file first: TVMScript reads a kernel's source back from one); its names, for a
     later notebook to build on (`globals().update(...)`). Raises if a marker matches no cell."""
+    env.check_notebook(notebook)
     path = Path(__file__).resolve().parent.parent / "notebooks" / f"{notebook}.ipynb"
     cells = json.loads(path.read_text())["cells"]
     code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]

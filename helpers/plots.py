@@ -11,6 +11,20 @@ import numpy as np
 
 from .bench import Measurement
 from .env import GpuSpec
+from .kernels import check_number
+
+
+def _check_measurements(what: str, items, one: bool = False) -> None:
+    """Refuse anything but a list of `Measurement`s (`one`: a Measurement), e.g. a kernel's name or a
+    number where its result goes: the chart or table would fail further in, naming no argument."""
+    if one:
+        bad = not isinstance(items, Measurement)
+    else:
+        bad = isinstance(items, (str, bytes)) or not hasattr(items, "__iter__") or \
+            not all(isinstance(m, Measurement) for m in items)
+    if bad:
+        kind = "a Measurement" if one else "a list of Measurements"
+        raise TypeError(f"{what} must be {kind} (what Session.measure returns), got {items!r:.80}")
 
 
 def _source_note(points) -> str:
@@ -110,6 +124,14 @@ def roofline(spec: GpuSpec, points: list[Measurement] = (), *, measured_bandwidt
         raise ValueError("no GPU spec: a roofline needs a GPU's (live or recorded) peaks")
     if not spec.dram_gbps:
         raise ValueError(f"the DRAM bandwidth of {spec.name} is unknown, so its roofline has no slope")
+    check_number("the spec's dram_gbps", spec.dram_gbps, " (GB/s)", integer=False)
+    _check_measurements("points", points)
+    if measured_bandwidth is not None:
+        check_number("measured_bandwidth", measured_bandwidth, " (GB/s) or None", integer=False)
+    for label, tf in (measured_compute or {}).items():
+        check_number(f"measured_compute[{label!r}]", tf, " (TFLOP/s)", integer=False)
+    if isinstance(labels, str) and labels not in ("auto", "all", "none"):
+        raise ValueError(f"labels is 'auto', 'all', 'none' or a set of kernel names, got {labels!r}")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(8, 5))
     x = np.logspace(-2, 4, 400)
     bw = spec.dram_gbps * 1e9 / 1e12  # TB/s: TFLOP/s per FLOP/byte
@@ -177,9 +199,13 @@ def _bands(ax, levels) -> list:
 def versus_baseline(points: list[Measurement], baseline: Measurement, *, title: str | None = None, ax=None):
     """Horizontal bars: each kernel's TFLOP/s, and its speed as a percentage of the baseline's
     (cuBLAS): the interleaved ratio where the two were timed together (`Measurement.of`)."""
+    _check_measurements("points", points)
+    _check_measurements("baseline", baseline, one=True)
     pts = [p for p in points if p.ok and p.tflops]
     if not baseline.ok or not baseline.tflops:
         raise ValueError(f"the baseline {baseline.name!r} has no result to compare with")
+    if not pts:
+        raise ValueError("none of the points has a result in TFLOP/s to compare with the baseline")
     fig, ax = (ax.figure, ax) if ax is not None else plt.subplots(figsize=(8, 0.5 * len(pts) + 1.5))
     # each kernel beside the baseline time its ratio was divided by: the same interleaved rounds'
     # (a tick on its bar), else the baseline's own bar below
@@ -269,6 +295,11 @@ def table(measurements: list[Measurement], baseline: Measurement | None = None, 
     ceiling's GB/s. Given both a baseline and a ceiling (a memory-bound kernel beside torch's), the
     share of the copy gets a column of its own. The baseline's own row is shown only where some
     ratio was divided by it. A source shared by every row is said once, under the table."""
+    _check_measurements("measurements", measurements)
+    if baseline is not None:
+        _check_measurements("baseline", baseline, one=True)
+    if ceiling_gbps is not None:
+        check_number("ceiling_gbps", ceiling_gbps, " (the copy's GB/s) or None", integer=False)
     both = baseline is not None and ceiling_gbps  # a memory-bound kernel: a share of the copy, and a ratio
     rows = [("kernel", "ms", "TFLOP/s", "GB/s", "rel. error", "vs baseline", "source")]
     if both:
@@ -316,6 +347,15 @@ def _share(m: Measurement, baseline: Measurement | None, ceiling_gbps: float | N
 
 def text_table(rows) -> str:
     """Rows of strings as aligned plain text, the first row a header underlined with dashes."""
+    given = rows  # a generator of rows is read once, here
+    rows = list(rows) if hasattr(rows, "__iter__") and not isinstance(rows, (str, bytes)) else None
+    if rows is None or any(isinstance(r, (str, bytes)) for r in rows):
+        raise TypeError(f"rows must be a list of rows (lists of cells), the header first, got {given!r:.80}")
+    if not rows:
+        raise ValueError("rows is empty: a table needs its header row at least")
+    short = [r for r in rows if len(r) < len(rows[0])]
+    if short:
+        raise ValueError(f"every row needs the header's {len(rows[0])} cells, got {short[0]!r:.80}")
     rows = [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]

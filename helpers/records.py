@@ -34,6 +34,8 @@ class RecordError(ValueError):
 
 def gpu_slug(name: str) -> str:
     """'NVIDIA H100 80GB HBM3' -> 'nvidia-h100-80gb-hbm3' (a folder name)."""
+    if not isinstance(name, str):
+        raise TypeError(f"a GPU's name is a string, got {name!r}")
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     if not slug:
         raise ValueError(f"cannot make a folder name from the GPU name {name!r}")
@@ -77,6 +79,8 @@ def load(path: Path) -> dict | None:
     path = Path(path)
     if not path.exists():
         return None
+    if not path.is_file():
+        raise RecordError(f"{path.name} in {path.parent.name}/ is a folder, not a results file")
     try:
         data = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
