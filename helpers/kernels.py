@@ -63,6 +63,7 @@ def build(kernel, target=None, tir_pipeline="default"):
     if isinstance(kernel, tvm.runtime.Executable):
         return kernel
     target = env.make_target(target) if not isinstance(target, tvm.target.Target) else target
+    check_buffer_sizes(_module(kernel))
     ex = tvm.compile(_module(kernel), target=target, tir_pipeline=tir_pipeline)
     arch, simulated = str(target.attrs.get("arch", "")), env.simulated_arch()
     if ex.mod.imports and simulated and arch == simulated + "a":
@@ -80,6 +81,21 @@ def build(kernel, target=None, tir_pipeline="default"):
         # simulated Colab runtime of tests/test_colab.py: 07's sm_90a kernels, the sm_90 listings)
         device_code(ex.mod.imports[0].inspect_source(), arch)
     return ex
+
+
+def check_buffer_sizes(mod: tvm.IRModule) -> None:
+    """Refuse a kernel with an array of size zero or less (a schedule function given M=-1, say): TVM
+    builds it, and it would run on nothing. The sizes come from the function that made the kernel."""
+    for gvar, func in mod.functions.items():
+        arrays = [p for p in func.params if getattr(p, "shape", None)] if isinstance(func, tvm.tirx.PrimFunc) else ()
+        for buf in arrays:
+            sizes = [int(s) if isinstance(s, tvm.tirx.IntImm) else None for s in buf.shape]
+            bad = next((axis for axis, size in enumerate(sizes) if size is not None and size <= 0), None)
+            if bad is not None:
+                shape = ", ".join(str(size if size is not None else s) for size, s in zip(sizes, buf.shape))
+                raise ValueError(f"{gvar.name_hint}'s array {buf.name} has size {sizes[bad]} in dimension {bad} "
+                                 f"(shape ({shape})): every size must be a positive integer, so check the sizes "
+                                 "the kernel was made with")
 
 
 @functools.cache
