@@ -109,8 +109,20 @@ def save_measurement(notebook: str, entry: dict, device: dict, root: Path | None
     )
     data.setdefault("measurements", {})[entry["name"]] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    _write_whole(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return path
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """Write `text` to a temporary file beside `path`, then rename it onto `path` (os.replace, atomic
+    on one file system): a run stopped mid-write (killed, out of disk) leaves the old records whole,
+    never half a JSON file, and no temporary file behind."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def recorded(notebook: str, name: str, root: Path | None = None) -> dict | None:
