@@ -43,7 +43,11 @@ def qkv(b: int, h: int, n: int, d: int, live: bool) -> list[np.ndarray]:
     on): uninitialized arrays of the right shape, for builds and records only."""
     _check_sizes(b=b, h=h, n=n, d=d)
     if not live:
-        return [np.empty((b * h, n, d), "float16") for _ in range(3)]
+        try:
+            return [np.empty((b * h, n, d), "float16") for _ in range(3)]
+        except (MemoryError, ValueError):  # NumPy's own words ("array is too big") name no size
+            raise ValueError(f"q, k and v of shape (b*h, n, d) = ({b * h}, {n}, {d}) in float16 need "
+                             f"{6 * b * h * n * d / 2**30:,.0f} GiB: more than this machine can hold") from None
     g = np.random.default_rng(0)
     q, k, v = (g.standard_normal((b * h, n, d), dtype=np.float32).astype("float16") for _ in range(3))
     q[0, :4] *= 40

@@ -85,16 +85,18 @@ def build(kernel, target=None, tir_pipeline="default"):
 
 def check_buffer_sizes(mod: tvm.IRModule) -> None:
     """Refuse a kernel with an array of size zero or less (a schedule function given M=-1, say): TVM
-    builds it, and it would run on nothing. The sizes come from the function that made the kernel."""
+    builds it, and it would run on nothing; or of 2^31 or more along one dimension: the kernels' loops
+    count in int32, and TVM stops in an internal check deep in its passes. The sizes come from the
+    function that made the kernel."""
     for gvar, func in mod.functions.items():
         arrays = [p for p in func.params if getattr(p, "shape", None)] if isinstance(func, tvm.tirx.PrimFunc) else ()
         for buf in arrays:
             sizes = [int(s) if isinstance(s, tvm.tirx.IntImm) else None for s in buf.shape]
-            bad = next((axis for axis, size in enumerate(sizes) if size is not None and size <= 0), None)
+            bad = next((axis for axis, size in enumerate(sizes) if size is not None and not 0 < size < 2**31), None)
             if bad is not None:
                 shape = ", ".join(str(size if size is not None else s) for size, s in zip(sizes, buf.shape))
                 raise ValueError(f"{gvar.name_hint}'s array {buf.name} has size {sizes[bad]} in dimension {bad} "
-                                 f"(shape ({shape})): every size must be a positive integer, so check the sizes "
+                                 f"(shape ({shape})): every size must be a positive integer below 2^31, so check the sizes "
                                  "the kernel was made with")
 
 
