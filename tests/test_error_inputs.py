@@ -20,6 +20,7 @@ from helpers import attention, autotune, baselines, bench, kernels, plots, recor
 
 from conftest import H100, bound_vector_add, write_record
 from test_exercises import definitions_module
+from test_gate import ADD, WRITES_NAN
 
 SMALL = tuning.matmul_workload(64, 32, 16)
 ARCHS = "the course knows sm_60, sm_61, sm_70, sm_75, sm_80, sm_86, sm_87, sm_89, sm_90 (and sm_90a)"
@@ -560,3 +561,50 @@ def test_every_committed_record_is_a_sound_measurement():
         for path in sorted(folder.glob("[0-9][0-9]_*.json")):
             count += len(helpers.recorded_measurements(path.stem, folder.name))
     assert count > 500
+
+
+# Nothing half-done: with recording on, what is refused writes nothing.
+
+def _files(folder) -> dict:
+    """Every file under `folder`, temporary ones included, with its bytes."""
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("refused", [
+    pytest.param(lambda nb, a, b, exact: nb.measure("add", WRITES_NAN, [a, b, np.empty_like(a)], exact, repeat=1),
+                 id="a kernel that fails its check"),
+    pytest.param(lambda nb, a, b, exact: nb.measure("add", ADD, [a, b, np.empty_like(a)], exact, flops=-1, repeat=1),
+                 id="a bad argument"),
+    pytest.param(lambda nb, a, b, exact: nb.record("torch add", math.nan), id="a time no kernel has"),
+    pytest.param(lambda nb, a, b, exact: nb.baseline("torch add", lambda: -0.5, repeat=3), id="a baseline timed wrong"),
+])
+def test_a_refused_measurement_writes_no_record(context, monkeypatch, refused):
+    """With COURSE_RECORD=1, a measurement refused or failing its check leaves the results folder (a
+    temporary one here) byte for byte as it was: no record, no partial or temporary file. The same
+    session then records a good one there, so the folder compared is the one recording writes to."""
+    monkeypatch.setenv("COURSE_RECORD", "1")
+    nb, a, b = context.live, np.arange(64, dtype="float32"), np.ones(64, "float32")
+    exact = a.astype("float64") + b
+    before = _files(context.tmp)
+    with pytest.raises((ValueError, helpers.WrongResult)):
+        refused(nb, a, b, exact)
+    assert _files(context.tmp) == before and nb.results == []
+    nb.measure("add", ADD, [a, b, np.empty_like(a)], exact, repeat=1, quiet=True)
+    assert set(records.load(context.tmp / "test-gpu" / "01_vector_add.json")["measurements"]) == {"recorded", "add"}
+    assert _files(context.tmp).keys() == before.keys()
+
+
+def test_a_recording_stopped_mid_write_leaves_the_old_file_whole(context, monkeypatch):
+    """The records are written to a temporary file, then renamed onto the old one: stopped between the
+    two (here the rename fails), the old file is whole and no temporary file is left."""
+    monkeypatch.setenv("COURSE_RECORD", "1")
+    nb, a, b = context.live, np.arange(64, dtype="float32"), np.ones(64, "float32")
+    before = _files(context.tmp)
+
+    def stopped(src, dst):
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(records.os, "replace", stopped)
+    with pytest.raises(OSError, match="No space left on device"):
+        nb.measure("add", ADD, [a, b, np.empty_like(a)], a.astype("float64") + b, repeat=1, quiet=True)
+    assert _files(context.tmp) == before
