@@ -394,11 +394,6 @@ ERROR_INPUTS = {
     "tir_listing": [
         ("kernel", lambda c: helpers.tir_listing("main"), TypeError, "expected a tvm.s_tir.Schedule, IRModule or PrimFunc"),
     ],
-    "notebook_definitions": [
-        ("notebook", lambda c: helpers.notebook_definitions("10_flash", "BC = 64"), ValueError, "no notebook named '10_flash'"),
-        ("marker", lambda c: helpers.notebook_definitions("10_flash_attention", "def no_such_function("), ValueError,
-         "10_flash_attention has no code cell holding 'def no_such_function('"),
-    ],
     "run": [
         ("an array too many", lambda c: helpers.run(KERNEL, c.vectors() * 2), ValueError,
          "the kernel takes 3 arrays (A, B, C), got 6"),
