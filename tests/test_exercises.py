@@ -187,7 +187,7 @@ def test_04_blank_answers_say_so(tmp_path, capsys, monkeypatch, marker, unanswer
 
 
 # ------------------------------------------------------------------ 06: threads of the tuned kernel (its design-space
-# exercise: tests/test_exercises_06.py)
+# exercise: tests/test_06_exercises.py)
 
 NB06 = "06_metaschedule_tuning"
 CONTEXT06 = ["helpers.start(", "fp32 = helpers.matmul_workload(", "def committed("]
