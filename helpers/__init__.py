@@ -15,12 +15,13 @@ only the notebooks that tensorize pay for it, in the cell that needs them.
 
 import importlib
 
+from . import lessons  # helpers.lessons.<topic>: an earlier lesson's exported cells
 from .baselines import cublas_time
 from .bench import (Measurement, Session, WrongResult, check_args, recorded_measurements, relative_error, run, start,
                     time_function)
 from .env import (DEFAULT_ARCH, GpuSpec, arch_constants, device, dram_gbps, gpu_available, listing_target,
                   local_gpu_spec, make_target, require_tensor_cores)
-from .kernels import (build, cuda_diff, cuda_listing, cuda_source, fit_listing, notebook_definitions, nvcc_path, occupancy,
+from .kernels import (build, cuda_diff, cuda_listing, cuda_source, fit_listing, nvcc_path, occupancy,
                       ptx, ptxas_report, require_divides, tir_diff, tir_listing)
 from .records import RecordError, experiment_table
 

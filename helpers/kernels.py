@@ -9,12 +9,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import json
 import math
 import numbers
 import os
 import re
-import runpy
 import shutil
 import subprocess
 import tempfile
@@ -482,19 +480,3 @@ def require_divides(extent: int, factor: int, what: str = "tile") -> None:
             f"({extent} = {extent // factor} x {factor} + {extent % factor}): pad the shape to "
             f"{math.ceil(extent / factor) * factor} or choose a factor that divides {extent}"
         )
-
-
-def notebook_definitions(notebook: str, *markers: str) -> dict:
-    """The code cells of notebooks/<notebook>.ipynb that hold any of `markers`, run as one module
-    (written to a file first: TVMScript reads a kernel's source back from one); its names, for a
-    later notebook to build on (`globals().update(...)`). Raises if a marker matches no cell."""
-    path = Path(__file__).resolve().parent.parent / "notebooks" / f"{notebook}.ipynb"
-    cells = json.loads(path.read_text())["cells"]
-    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-    missing = [m for m in markers if not any(m in c for c in code)]
-    if missing:
-        raise ValueError(f"{notebook} has no code cell holding {', '.join(map(repr, missing))}")
-    module = Path(tempfile.mkdtemp()) / f"{notebook}.py"
-    module.write_text("import tvm\nfrom tvm.script import tirx as T\n\n\n" +
-                      "\n\n\n".join(c for c in code if any(m in c for m in markers)) + "\n")
-    return {k: v for k, v in runpy.run_path(str(module)).items() if not k.startswith("__")}

@@ -8,11 +8,9 @@ its answer lines (everything before the cell's first blank line) replaced by an 
 """
 
 import ast
-import importlib.util
 import json
 import re
 import runpy
-import sys
 import textwrap
 from pathlib import Path
 
@@ -55,54 +53,19 @@ def solution(notebook, exercise_marker):
     return re.search(r"```python\n(.*?)```", text, flags=re.S).group(1)
 
 
-def named_definitions(notebook, names):
-    """The notebook's imports and the top-level functions and constants named in `names`, each
-    defined once: what a test needs of a notebook whose defining cells also measure."""
-    chunks, found = [], set()
-    for src in _cells(notebook):
-        try:
-            tree = ast.parse(src)
-        except SyntaxError:
-            continue
-        lines = src.splitlines()
-        for node in tree.body:
-            targets = [n.id for t in getattr(node, "targets", []) for n in (t.elts if isinstance(t, ast.Tuple) else [t])
-                       if isinstance(n, ast.Name)]  # `a = ...` and `a, b = ...`
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                chunks.append(ast.get_source_segment(src, node))
-            elif getattr(node, "name", None) in names or (targets and set(targets) <= set(names)):
-                defined = ({node.name} if hasattr(node, "name") else set()) | set(targets)
-                assert not defined & found, f"{notebook} defines {sorted(defined & found)} twice"
-                found |= defined
-                first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-                chunks.append("\n".join(lines[first - 1:node.end_lineno]))  # with its decorators (@T.macro)
-    assert set(names) <= found, f"{notebook} does not define {sorted(set(names) - found)}"
-    return "\n\n\n".join(chunks)
-
-
-def definitions_module(directory: Path, notebook: str, names, after_imports: str = ""):
-    """named_definitions(notebook, names) imported as a module from a file in `directory`, with
-    `after_imports` run after the notebook's imports. Imported, not run with runpy: kernels are built
-    by functions called later, and TVMScript then finds their source through the module's entry in
-    sys.modules."""
-    name = f"{notebook.split('_')[0]}_definitions_{notebook}"
-    setup = directory / f"{name}.py"
-    setup.write_text(named_definitions(notebook, names).replace("import helpers\n", f"import helpers\n{after_imports}", 1))
-    spec = importlib.util.spec_from_file_location(name, setup)
-    module = sys.modules[name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def run_cell(tmp_path, capsys, setup, cell, answer):
-    """Run the exercise `cell` with `answer` as its answer lines after the source `setup`; return
-    what it printed, or 'AssertionError: ...' if a check failed."""
+    """Run the exercise `cell` with `answer` as its answer lines after `setup` (source, or the
+    namespace it made: a lesson's exports); return what it printed, or 'AssertionError: ...' if a
+    check failed."""
     check = cell[cell.index("\n\n"):]  # the answer lines end at the first blank line
-    context = tmp_path / "context.py"  # files, so TVMScript can read the classes' source
-    context.write_text(setup)
-    code = tmp_path / "exercise.py"
+    code = tmp_path / "exercise.py"  # files, so TVMScript can read the classes' source
     code.write_text(textwrap.dedent(answer) + "\n\n" + check)
-    namespace = runpy.run_path(str(context))
+    if isinstance(setup, str):
+        context = tmp_path / "context.py"
+        context.write_text(setup)
+        namespace = runpy.run_path(str(context))
+    else:
+        namespace = dict(setup)
     capsys.readouterr()
     try:
         runpy.run_path(str(code), init_globals=namespace)
@@ -112,9 +75,10 @@ def run_cell(tmp_path, capsys, setup, cell, answer):
 
 
 def run_exercise(tmp_path, capsys, notebook, context, exercise, answer, extra=""):
-    """Run `exercise` (a marker of its code cell) after the definitions of the `context` cells, with
+    """Run `exercise` (a marker of its code cell) after the lesson's exported cells and the definitions of the `context` cells, with
     `answer` as its answer lines; return what it printed, or 'AssertionError: ...' if a check failed."""
-    setup = "\n\n\n".join([_definitions(_one(notebook, m)) for m in context] + [extra])
+    setup = "\n\n\n".join(helpers.lessons.exported_cells(notebook) + [_definitions(_one(notebook, m)) for m in context]
+                         + [extra])
     return run_cell(tmp_path, capsys, setup, _one(notebook, exercise), answer)
 
 
@@ -223,7 +187,7 @@ def test_04_blank_answers_say_so(tmp_path, capsys, monkeypatch, marker, unanswer
 
 
 # ------------------------------------------------------------------ 06: threads of the tuned kernel (its design-space
-# exercise: tests/test_exercises_06.py)
+# exercise: tests/test_06_exercises.py)
 
 NB06 = "06_metaschedule_tuning"
 CONTEXT06 = ["helpers.start(", "fp32 = helpers.matmul_workload(", "def committed("]

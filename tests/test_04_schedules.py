@@ -3,11 +3,10 @@ register prefetch of section 7 must put its loads, barriers and stores where the
 a thread's registers one small array, and `async_copies` must refuse the tile it cannot copy."""
 
 import ast
-import runpy
 
 import pytest
 
-from test_exercises import named_definitions
+import helpers
 
 NB04 = "04_matmul_shared_blocking"
 STEPS = {"matmul_module", "schedule", "tile_block", "loop", "unroll_tile", "zero_first", "shared_tiles", "stage_in_shared",
@@ -18,10 +17,10 @@ TILES = (8, 8, 16, 16, 16)
 
 
 @pytest.fixture(scope="module")
-def nb04(tmp_path_factory):
-    setup = tmp_path_factory.mktemp("nb04") / "definitions.py"  # a file, so TVMScript can read its source
-    setup.write_text(named_definitions(NB04, STEPS))
-    return runpy.run_path(str(setup))
+def nb04():
+    exports = vars(helpers.lessons.lesson(NB04))
+    assert STEPS <= set(exports), f"{NB04} exports no {sorted(STEPS - set(exports))}"
+    return exports
 
 
 def k_loop_body(nb04, sch):
@@ -62,7 +61,7 @@ def test_async_copies_refuse_a_transposed_tile(nb04):
 
 def test_each_optimization_is_a_step_not_a_switch(nb04):
     """No step function takes a boolean: each optimization is its own function."""
-    tree = ast.parse(named_definitions(NB04, STEPS))
+    tree = ast.parse("\n".join(helpers.lessons.exported_cells(NB04)))
     for fn in (n for n in tree.body if isinstance(n, ast.FunctionDef)):
         defaults = [d for d in fn.args.defaults + fn.args.kw_defaults if d is not None]
         assert not any(isinstance(d, ast.Constant) and isinstance(d.value, bool) for d in defaults), fn.name

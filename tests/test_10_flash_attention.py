@@ -10,22 +10,17 @@ import pytest
 import tvm
 
 import helpers
-from test_exercises import definitions_module, run_exercise, solution
+from test_exercises import run_exercise, solution
 
 NB = "10_flash_attention"
-DEFINITIONS = {
-    "naive_attention", "BC", "MMA", "LOG2E", "load_rows", "load_q_fragments",
-    "init_rows", "store_rows", "scores", "accumulate_pv", "mask_above_diagonal", "online_softmax",
-    "flash_attention", "load_kv_async", "attend_tile", "flash_attention_pipelined", "rescale",
-}
 EXERCISE = "smem_per_block = ..."
 SOLUTION = solution(NB, "## 6. Exercise")
 
 
 @pytest.fixture(scope="module")
-def nb10(tmp_path_factory):
-    """The notebook's kernels, macros and helpers, as the notebook defines them."""
-    return definitions_module(tmp_path_factory.mktemp("nb10"), NB, DEFINITIONS)
+def nb10():
+    """The notebook's kernels, macros and helpers (its exported cells)."""
+    return helpers.lessons.lesson(NB)
 
 
 def attention64(q, k, v, causal=False):

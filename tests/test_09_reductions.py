@@ -8,20 +8,19 @@ import numpy as np
 import pytest
 import tvm
 
-from test_exercises import _one, definitions_module, run_exercise, solution
+import helpers
+from test_exercises import _one, run_exercise, solution
 
 NB = "09_reductions"
 CONTEXT = ["helpers.start(", "def row_sum("]
 EXERCISE = "Exercise: not attempted yet"
 SOLUTION = solution(NB, "## 7. Exercise")
-DEFINITIONS = {"softmax", "logits", "softmax_ref", "online_softmax", "layer_norm", "layer_norm_inputs", "layer_norm_ref",
-               "plan"}
 
 
 @pytest.fixture(scope="module")
-def nb09(tmp_path_factory):
-    """The notebook's computations, row plan and references, as the notebook defines them."""
-    return definitions_module(tmp_path_factory.mktemp("nb09"), NB, DEFINITIONS)
+def nb09():
+    """The notebook's computations, row plan and references (its exported cells)."""
+    return helpers.lessons.lesson(NB)
 
 
 def run_on_cpu(mod, *arrays):

@@ -8,18 +8,20 @@ measure, which these tests leave out)."""
 
 import pytest
 
-from test_exercises import _one, named_definitions, run_cell, solution
+import helpers
+from test_exercises import _one, run_cell, solution
 
 NB03 = "03_matmul_local_blocking"
 NB04 = "04_matmul_shared_blocking"
-LIVE = "class nb:  # no GPU: the checks that run a kernel are skipped\n    live = False\n"
+LIVE = type("nb", (), {"live": False})  # no GPU: the checks that run a kernel are skipped
 
 
 def run_step_exercise(tmp_path, capsys, notebook, names, marker, answer):
-    """Run the exercise cell holding `marker` with `answer` as its answer lines, after the named
-    definitions; return what it printed, or 'AssertionError: ...' if a check failed."""
-    return run_cell(tmp_path, capsys, named_definitions(notebook, names) + "\n\n\n" + LIVE, _one(notebook, marker),
-                    answer)
+    """Run the exercise cell holding `marker` with `answer` as its answer lines, after the lesson's
+    exports (which must hold `names`); return what it printed, or 'AssertionError: ...' if a check failed."""
+    exports = vars(helpers.lessons.lesson(notebook))
+    assert set(names) <= set(exports), f"{notebook} exports no {sorted(set(names) - set(exports))}"
+    return run_cell(tmp_path, capsys, exports | {"nb": LIVE}, _one(notebook, marker), answer)
 
 
 # ------------------------------------------------------------------ 03: a step of your own, A in registers

@@ -8,23 +8,17 @@ loops stopping at the diagonal; clear errors for shapes the tiles do not take; a
 import pytest
 
 import helpers
-from test_exercises import definitions_module, run_exercise, solution
+from test_exercises import run_exercise, solution
 
 NB = "11_flash_attention_hopper"
-DEFINITIONS = {
-    "TMA_LOAD", "SWIZZLE_128B", "L2_PROMOTION_256B", "BR_H", "BC_H", "STAGES", "Q_FULL", "K_FULL", "V_FULL", "Q_EMPTY",
-    "K_EMPTY", "V_EMPTY", "tma_options", "tma_tile", "init_barriers", "produce", "gemm_s", "gemm_o", "pack_p", "release",
-    "consume", "work_item", "hopper_flash_attention", "overlapped_tile", "consume_overlapped",
-}
 EXERCISE = "consumer_registers = ..."
 SOLUTION = solution(NB, "## 8. Exercise")
 
 
 @pytest.fixture(scope="module")
-def nb11(tmp_path_factory):
-    """The notebook's kernels and macros, on top of notebook 10's, as the notebook defines them."""
-    after = "globals().update(helpers.notebook_definitions('10_flash_attention', 'BC = 64', 'def mask_above_diagonal('))\n"
-    return definitions_module(tmp_path_factory.mktemp("nb11"), NB, DEFINITIONS, after_imports=after)
+def nb11():
+    """The notebook's kernels and macros (its exported cells, built on notebook 10's)."""
+    return helpers.lessons.lesson(NB)
 
 
 def cuda(kernel, arch="sm_90a"):

@@ -5,25 +5,21 @@ with the student's numbers for sm_90a and assembles it."""
 
 import pytest
 
-from test_exercises import _definitions, _one, run_cell, run_exercise, solution
+from test_exercises import run_exercise, solution
 
 NB07, NB08 = "07_hopper_wgmma_tma", "08_hopper_persistent_kernel"
-KERNEL07 = ["helpers.start(", "BM, BK = ", "A_LBO, A_SBO", "def load_stage(", "def consume(", "def produce(",
-            "def hopper_matmul("]
-PERSISTENT08 = ["def tile_origin(", "def store_through_shared(", "def consume_tiles(", "def consume_pingpong(",
-                "def persistent_matmul("]
+START = ["helpers.start("]  # the session and what the notebook decides from it; the kernels are exported
 STAGES = "max_stages_256 = ..."
 TILES = "block_m, block_n = ..., ..."
 
 
 def run_07(tmp_path, capsys, answer):
-    return run_exercise(tmp_path, capsys, NB07, KERNEL07, STAGES, answer, extra="M = N = K = 4096")
+    return run_exercise(tmp_path, capsys, NB07, START, STAGES, answer, extra="M = N = K = 4096")
 
 
 def run_08(tmp_path, capsys, answer):
-    """run_exercise for 08's cell, after 07's kernel and 08's persistent one (08 runs 07's cells first)."""
-    setup = "\n\n\n".join([_definitions(_one(NB07, m)) for m in KERNEL07] + [_definitions(_one(NB08, m)) for m in PERSISTENT08])
-    return run_cell(tmp_path, capsys, setup, _one(NB08, TILES), answer)
+    """run_exercise for 08's cell, after its exports (which import 07's kernel)."""
+    return run_exercise(tmp_path, capsys, NB08, START, TILES, answer)
 
 
 @pytest.mark.parametrize("answer, says", [

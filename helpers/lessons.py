@@ -1,0 +1,74 @@
+"""One way for a notebook, a test or a study to build on an earlier lesson's code: import it.
+
+A lesson marks the cells others may build on with the cell tag `export`: its imports, constants,
+functions, macros and kernels, never a measurement. Those cells, in order, are the module
+`helpers.lessons.<topic>` (the notebook's name without its number), so a later notebook says in one
+ordinary line what it takes:
+
+    from helpers.lessons.hopper_wgmma_tma import BM, BK, load_stage, hopper_matmul
+
+Nothing matches text in cells: the tag is the contract, so a comment edited in one lesson cannot
+break another, and `tests/test_lessons.py` imports every lesson's exports on their own.
+"""
+
+import importlib
+import importlib.abc
+import importlib.util
+import json
+import sys
+import tempfile
+import types
+from pathlib import Path
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+#: the cell tag of the cells a lesson exports
+EXPORT = "export"
+__path__ = []  # a package of modules made from notebooks, found by _LessonFinder below
+
+
+def notebook_of(topic: str) -> str:
+    """The notebook whose name is `topic` after its number ("flash_attention" -> "10_flash_attention")."""
+    found = [p.stem for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")) if p.stem.split("_", 1)[1] == topic]
+    if not found:
+        topics = ", ".join(p.stem.split("_", 1)[1] for p in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")))
+        raise ModuleNotFoundError(f"no lesson named {topic!r}: the lessons are {topics}", name=f"{__name__}.{topic}")
+    return found[0]
+
+
+def exported_cells(notebook: str) -> list[str]:
+    """The source of the notebook's code cells tagged `export`, in notebook order."""
+    path = NOTEBOOKS / f"{notebook}.ipynb"
+    if not isinstance(notebook, str) or not path.is_file():
+        raise ValueError(f"no notebook named {notebook!r} (without .ipynb) in {NOTEBOOKS.name}/")
+    cells = json.loads(path.read_text())["cells"]
+    return ["".join(c["source"]) for c in cells
+            if c["cell_type"] == "code" and EXPORT in c.get("metadata", {}).get("tags", [])]
+
+
+class _LessonFinder(importlib.abc.MetaPathFinder):
+    """Finds `helpers.lessons.<topic>`: the lesson's exported cells, written to a file and imported from
+    it (TVMScript reads a kernel's source back from its module's file)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        package, _, topic = fullname.rpartition(".")
+        if package != __name__:
+            return None
+        notebook = notebook_of(topic)
+        cells = exported_cells(notebook)
+        if not cells:
+            raise ImportError(f"{notebook} exports no code: tag the cells other lessons build on {EXPORT!r}",
+                              name=fullname)
+        file = Path(tempfile.mkdtemp(prefix="lesson-")) / f"{notebook}.py"
+        file.write_text(f"# the cells of notebooks/{notebook}.ipynb tagged {EXPORT!r}\n" + "\n\n\n".join(cells) + "\n")
+        return importlib.util.spec_from_file_location(fullname, file)
+
+
+if not any(isinstance(f, _LessonFinder) for f in sys.meta_path):
+    sys.meta_path.append(_LessonFinder())
+
+
+def lesson(notebook: str) -> types.ModuleType:
+    """The module of a notebook's exports, by the notebook's full name ("07_hopper_wgmma_tma"): for a
+    test or a study that walks the lessons by name."""
+    exported_cells(notebook)  # refuse a name that is no notebook, by name
+    return importlib.import_module(f"{__name__}.{notebook.split('_', 1)[1]}")
