@@ -6,6 +6,7 @@ exception it must raise and text its message must contain. None of them needs a 
 before anything that would. tests/test_fuzz_inputs.py draws the arguments nobody listed here."""
 
 import functools
+import importlib
 import math
 import re
 import sys
@@ -16,10 +17,9 @@ import tvm
 import tvm_ffi
 
 import helpers
-from helpers import attention, autotune, baselines, bench, kernels, plots, records, tuning
+from helpers import attention, autotune, baselines, bench, kernels, lessons, records, tuning
 
 from conftest import H100, bound_vector_add, write_record
-from test_exercises import definitions_module
 from test_gate import ADD, WRITES_NAN
 
 SMALL = tuning.matmul_workload(64, 32, 16)
@@ -28,23 +28,11 @@ DTYPES = "use float16, float32, float64"
 NOTEBOOKS = "the notebooks are 00_gpu_architecture, 01_vector_add"
 LIST = "must be a list of Measurements (what Session.measure returns)"
 
-#: What this file takes of each notebook: the schedule-building functions it checks, and what they read.
-NOTEBOOK_DEFINITIONS = {
-    "03_matmul_local_blocking": {"matmul_module", "threads_1d", "threads_2d", "local_blocking"},
-    "07_hopper_wgmma_tma": {"BM", "BK", "check_tiles"},
-    "09_reductions": {"softmax", "online_softmax", "layer_norm", "plan"},
-    "10_flash_attention": {"BC", "MMA", "LOG2E", "load_rows", "load_q_fragments", "init_rows", "store_rows", "scores",
-                           "accumulate_pv", "mask_above_diagonal", "online_softmax", "rescale", "flash_attention",
-                           "load_kv_async", "attend_tile", "flash_attention_pipelined"},
-}
-
-
 @pytest.fixture(scope="module")
-def notebook(tmp_path_factory):
-    """notebook(name): that notebook's functions of NOTEBOOK_DEFINITIONS, as the notebook defines them. The
-    one place this file reads notebooks (through test_exercises), so another mechanism replaces only this."""
-    folder = tmp_path_factory.mktemp("notebooks")
-    return functools.cache(lambda name: definitions_module(folder, name, NOTEBOOK_DEFINITIONS[name]))
+def notebook():
+    """notebook(name): what that notebook exports (its cells tagged `export`, as helpers.lessons imports
+    them): the one place these tests read notebooks."""
+    return lessons.lesson
 
 
 class Context:
@@ -393,6 +381,12 @@ ERROR_INPUTS = {
     ],
     "tir_listing": [
         ("kernel", lambda c: helpers.tir_listing("main"), TypeError, "expected a tvm.s_tir.Schedule, IRModule or PrimFunc"),
+    ],
+    "helpers.lessons": [
+        ("notebook", lambda c: lessons.lesson("10_flash"), ValueError,
+         "no notebook named '10_flash' (without .ipynb) in notebooks/"),
+        ("topic", lambda c: importlib.import_module("helpers.lessons.flash_atention"), ModuleNotFoundError,
+         "no lesson named 'flash_atention': the lessons are gpu_architecture, vector_add"),
     ],
     "run": [
         ("an array too many", lambda c: helpers.run(KERNEL, c.vectors() * 2), ValueError,
