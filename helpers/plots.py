@@ -6,6 +6,8 @@ roofline drawn from another GPU's numbers must say so.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -21,7 +23,7 @@ def _check_measurements(what: str, items, one: bool = False) -> None:
         bad = not isinstance(items, Measurement)
     else:
         bad = isinstance(items, (str, bytes)) or not hasattr(items, "__iter__") or \
-            not all(isinstance(m, Measurement) for m in items)
+            isinstance(items, Collection) and not all(isinstance(m, Measurement) for m in items)  # a generator: unread
     if bad:
         kind = "a Measurement" if one else "a list of Measurements"
         raise TypeError(f"{what} must be {kind} (what Session.measure returns), got {items!r:.80}")
