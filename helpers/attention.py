@@ -54,6 +54,18 @@ def qkv(b: int, h: int, n: int, d: int, live: bool) -> list[np.ndarray]:
     return [q, k, v]
 
 
+def attention_case(b: int, h: int, n: int, d: int, causal: bool = False, *, live: bool = True,
+                   inputs: list[np.ndarray] | None = None) -> dict:
+    """What `Session.measure` needs to check and time an attention kernel on (b*h, n, d) fp16 inputs
+    (`inputs`, else `qkv`'s): Q, K, V and O, the float32 reference (computed only where the kernel
+    runs), the FLOP of the forward pass, and the bytes of Q, K, V and O each moved once."""
+    q, k, v = inputs if inputs is not None else qkv(b, h, n, d, live)
+    if q.shape != (b * h, n, d):
+        raise ValueError(f"q has shape {q.shape}, not (b*h, n, d) = ({b * h}, {n}, {d})")
+    return dict(args=[q, k, v, np.empty_like(q)], expected=lambda: reference(q, k, v, causal),
+                flops=attention_flops(b, h, n, d, causal), bytes=8.0 * b * h * n * d, tol=2e-3)
+
+
 def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool = False) -> np.ndarray:
     """Attention in float32 by torch's math backend on the GPU, a few heads at a time (S is n x n
     floats per head)."""

@@ -8,180 +8,16 @@ recorded on a GPU, labelled as recorded, or says plainly that there is none.
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import os
 import statistics
 
 import numpy as np
 import tvm
 
-from . import baselines, env, kernels, records
-
-
-class WrongResult(AssertionError):
-    """A kernel's output differs from the reference by more than the tolerance."""
-
-
-@dataclasses.dataclass
-class Measurement:
-    """One kernel's result: time, rate and error, and where it came from."""
-
-    name: str
-    ms: float | None
-    rel_err: float | None = None
-    flops: float | None = None
-    bytes: float | None = None
-    source: str = "live"  # "live", "recorded" or "missing"
-    gpu: str = ""
-    date: str = ""
-    tvm: str = ""
-    notebook: str = ""
-    shape: list | None = None
-    dtype: str | None = None
-    params: dict | None = None
-    command: str | None = None
-    on_cpu: bool = False  # a CPU baseline timed on the GPU machine's host, not on the GPU
-    versus: str | None = None  # the baseline this kernel was timed interleaved with (its name)
-    ratio: float | None = None  # median over those rounds of baseline ms / this ms (1.0: as fast)
-    baseline_ms: float | None = None  # the baseline's median over those same rounds: what `ratio` divides
-    # which bytes `bytes` counts: None, the minimal DRAM traffic (every array once); "requested",
-    # what the schedule asks global memory for (03 and 04: caches serve the repeats, so GB/s can
-    # pass the DRAM peak). GB/s and intensity say which; a course-wide chart uses `at_minimal_traffic`
-    traffic: str | None = None
-
-    def __post_init__(self):
-        """Refuse a measurement no kernel can have, whoever makes it (a notebook, `Session.record`, a
-        record read back): a time that is negative, zero, NaN or infinite would print as a number and
-        make every rate and ratio from it a wrong one. Only a missing measurement has no time."""
-        if not isinstance(self.name, str) or not self.name:
-            raise ValueError(f"a measurement's name must be a non-empty string, got {self.name!r}")
-        if self.source not in ("live", "recorded", "missing"):
-            raise ValueError(f"source must be 'live', 'recorded' or 'missing', got {self.source!r}")
-        if self.ms is not None or self.source != "missing":
-            kernels.check_number("ms", self.ms, " (milliseconds; None only with source='missing')", integer=False)
-        _check_counts(flops=self.flops, bytes=self.bytes, ratio=self.ratio, baseline_ms=self.baseline_ms)
-        if self.rel_err is not None:
-            kernels.check_number("rel_err", self.rel_err, " or None", integer=False, zero=True)
-        if self.traffic not in (None, "requested"):
-            raise ValueError(f"traffic is None (bytes = the minimal DRAM traffic) or 'requested', got {self.traffic!r}")
-        if self.dtype is not None and not _numpy_dtype(self.dtype):
-            raise ValueError(f"dtype {self.dtype!r} is not an element type NumPy knows: the course's are "
-                             f"{', '.join(kernels.MATMUL_DTYPES)}")
-
-    @property
-    def tflops(self) -> float | None:
-        return self.flops / (self.ms * 1e-3) / 1e12 if self.flops and self.ms else None
-
-    @property
-    def gbps(self) -> float | None:
-        return self.bytes / (self.ms * 1e-3) / 1e9 if self.bytes and self.ms else None
-
-    @property
-    def intensity(self) -> float | None:
-        """Arithmetic intensity: FLOP per byte of the traffic `bytes` counts (see `traffic`)."""
-        return self.flops / self.bytes if self.flops and self.bytes else None
-
-    def at_minimal_traffic(self) -> "Measurement":
-        """This measurement with `bytes` the minimal DRAM traffic (each array read or written once,
-        from `shape` and `dtype`), for a chart that puts kernels of several notebooks on one axis."""
-        if self.traffic != "requested":
-            return self
-        if not self.shape or not self.dtype:
-            raise ValueError(f"{self.name}: no shape and dtype to count its minimal traffic from")
-        size = np.dtype(self.dtype).itemsize
-        return dataclasses.replace(self, bytes=float(sum(math.prod(s) for s in self.shape) * size), traffic=None)
-
-    @property
-    def ok(self) -> bool:
-        return self.source != "missing"
-
-    def of(self, baseline: "Measurement | None") -> float | None:
-        """This kernel's speed as a fraction of `baseline`'s (0.9: 90% of it). The median of the
-        per-round ratios when the two were timed interleaved (`Session.measure(baseline=...)`),
-        which cuBLAS's drift from run to run cannot move; else the ratio of their TFLOP/s, and only
-        for the same problem (the same FLOP count): a 512^3 kernel is not a share of a 4096^3 cuBLAS."""
-        if baseline is None or not self.ok or not baseline.ok:
-            return None
-        if self.timed_with(baseline):
-            return self.ratio
-        if not (self.tflops and baseline.tflops) or self.flops != baseline.flops:
-            return None
-        return self.tflops / baseline.tflops
-
-    def timed_with(self, baseline: "Measurement | None") -> bool:
-        """Whether this kernel was timed in rounds interleaved with `baseline` (so `ratio` is against it)."""
-        return bool(self.ok and baseline is not None and self.versus is not None and self.versus == baseline.name
-                    and self.ratio)
-
-    @property
-    def rounds_baseline_ms(self) -> float | None:
-        """The baseline's time in this kernel's interleaved rounds, the time `ratio` divided: recorded
-        (`baseline_ms`), or for records older than it worked out as ratio x ms; None if timed alone."""
-        if not (self.ok and self.versus and self.ratio):
-            return None
-        return self.baseline_ms or self.ms * self.ratio
-
-    def baseline_in_rounds(self, baseline: "Measurement") -> "Measurement":
-        """`baseline` as it ran in this kernel's own interleaved rounds (`rounds_baseline_ms`);
-        `baseline` itself when not timed together. Show this beside the ratio, not the baseline's
-        separate timing, which drifts by +-5%."""
-        return dataclasses.replace(baseline, ms=self.rounds_baseline_ms) if self.timed_with(baseline) else baseline
-
-    def rate(self) -> str:
-        parts = []
-        if self.tflops is not None:
-            parts.append(f"{self.tflops:,.2f} TFLOP/s")
-        if self.gbps is not None and (self.tflops is None or self.gbps > 1):
-            parts.append(f"{self.gbps:,.0f} GB/s" + (" requested" if self.traffic == "requested" else ""))
-        return ", ".join(parts)
-
-    def label(self) -> str:
-        where = f"the CPU of the {self.gpu} machine" if self.on_cpu else self.gpu
-        if self.source == "live":
-            return f"live on {where}"
-        return f"recorded on {where}, {self.date}, TVM {self.tvm}"
-
-    def __str__(self) -> str:
-        if self.source == "missing":
-            return f"{self.name}: no recorded result on {self.gpu} (run it on a GPU to see it)"
-        err = f", rel. error {self.rel_err:.1e}" if self.rel_err is not None else ""
-        rate = self.rate()
-        line, where = f"{self.name}: {self.ms:.4f} ms{', ' + rate if rate else ''}{err}", f"[{self.label()}]"
-        if err and len(line) > 120:  # a long name: the error goes under the line, beside where it comes from
-            line, where = line[: -len(err)], f"{err[2:]}  {where}"
-        # one line when it fits a slide's 120 characters; else where it comes from goes under it
-        return f"{line}  {where}" if len(line) + 2 + len(where) <= 120 else f"{line}\n    {where}"
-
-    def to_record(self) -> dict:
-        d = dataclasses.asdict(self)
-        d.pop("source")
-        return d
-
-    @classmethod
-    def from_record(cls, entry: dict) -> "Measurement":
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in entry.items() if k in fields}, source="recorded")
+from . import baselines, env, kernels, mode, records
+from .measurement import Measurement, WrongResult, _check_counts  # noqa: F401 (helpers.bench.Measurement)
 
 
 # ---------------------------------------------------------------- arguments
-
-
-def _numpy_dtype(name) -> bool:
-    """Whether `name` names an element type NumPy knows (what `at_minimal_traffic` sizes bytes by)."""
-    try:
-        return isinstance(name, str) and np.dtype(name) is not None
-    except TypeError:
-        return False
-
-
-def _check_counts(**counts) -> None:
-    """Refuse a count that is given but is not a positive finite number (FLOP, bytes, a ratio):
-    a rate computed from it would be negative, NaN or infinite."""
-    for name, value in counts.items():
-        if value is not None:
-            kernels.check_number(name, value, " or None", integer=False)
-
 
 def _params(kernel) -> list | None:
     if isinstance(kernel, tvm.runtime.Executable):
@@ -294,13 +130,15 @@ def time_function(f, dev, args, repeat: int = 20, warmup: int = 2, min_repeat_ms
 class Session:
     """One notebook's measurements: live on a GPU, recorded otherwise."""
 
-    def __init__(self, notebook: str, quiet: bool = False, *, device=None, target=None):
+    def __init__(self, notebook: str, quiet: bool = False, *, device=None, target=None, run: mode.Mode | None = None):
         """`device` and `target` run the kernels somewhere other than this machine's GPU: the tests
         pass the CPU (`tvm.cpu(0)`) and TVM's LLVM target, so that the check before timing runs,
         and is tested, on machines without a GPU. The numbers are then labelled with the spec
-        the session would show (the recorded GPU's)."""
+        the session would show (the recorded GPU's). `run`: the mode (recording, a simulated
+        architecture...), `helpers.mode.current()` unless given."""
         env.check_notebook(notebook)  # before anything is printed or opened
         self.notebook = notebook
+        self.mode = run if run is not None else mode.current()
         self.live = device is not None or env.gpu_available()
         self.device = device if device is not None else (env.device() if self.live else None)
         self.results: list[Measurement] = []
@@ -358,8 +196,8 @@ class Session:
         return m
 
     def _finish(self, m: Measurement) -> Measurement:
-        if records.recording_enabled():
-            m.command = os.environ.get("COURSE_RECORD_COMMAND")
+        if self.mode.record:
+            m.command = self.mode.record_command
             records.save_measurement(self.notebook, m.to_record(), self.spec.to_dict())
         self.results.append(m)
         return m
@@ -368,9 +206,32 @@ class Session:
         return Measurement(name=name, ms=ms, source="live", gpu=self.spec.name, date=env.today(),
                            tvm=tvm.__version__, notebook=self.notebook, **kw)
 
+    # -- build: for this GPU, or for the architecture a kernel is written for
+
+    def target_for(self, arch: str | None = None) -> tvm.target.Target:
+        """The target a kernel written for `arch` ("sm_80": mma.sync; "sm_90a": wgmma and TMA) is built
+        for: this session's where its GPU (or the one the run stands for) runs `arch`'s code, else `arch`."""
+        if arch is None:
+            return self.target
+        return self.target if not arch.endswith("a") and env.runs_arch(self.spec, arch) else env.make_target(arch)
+
+    def runs(self, arch: str | None = None) -> bool:
+        """Whether a kernel written for `arch` runs here: live, on a GPU that has `arch`'s instructions."""
+        return self.live and (arch is None or env.runs_arch(self.spec, arch))
+
+    def build(self, kernel, arch: str | None = None, tir_pipeline: str = "default"):
+        """`helpers.build` for `target_for(arch)`; where the run stands for a GPU it does not have (the
+        architecture tests), the kernel's machine code for that GPU too (`kernels.prove_machine_code`)."""
+        target = self.target_for(arch)
+        target = target if isinstance(target, tvm.target.Target) else env.make_target(target)
+        ex = kernels.build(kernel, target, tir_pipeline)
+        kernels.prove_machine_code(kernel, ex, target, self.mode, tir_pipeline)
+        return ex
+
     def measure(self, name: str, kernel, args, expected=None, *, flops=None, bytes=None,
                 tol: float = 1e-5, repeat: int = 20, out: int = -1, params: dict | None = None,
-                baseline: Measurement | None = None, quiet: bool = False, traffic: str | None = None) -> Measurement:
+                baseline: Measurement | None = None, quiet: bool = False, traffic: str | None = None,
+                arch: str | None = None, tir_pipeline: str = "default") -> Measurement:
         """Build, check against `expected` (if given), time; or show the recorded result.
 
         `args` are NumPy arrays for every buffer of the kernel in order, outputs included (an
@@ -378,7 +239,10 @@ class Session:
         `expected` may be a function returning the reference, so that a costly float64
         reference is only computed where the kernel really runs. `baseline` (a live baseline of
         this session, e.g. `cublas_matmul`'s) is timed in rounds alternating with the kernel's,
-        so that `m.of(baseline)` is a ratio both timings' drift cannot move.
+        so that `m.of(baseline)` is a ratio both timings' drift cannot move. `arch`: the
+        architecture the kernel is written for ("sm_90a" for wgmma and TMA, through
+        `tir_pipeline="tirx"`): it runs where the GPU has it; elsewhere its machine code for that
+        architecture is compiled (the proof that it exists there) and the record is shown.
         """
         if not isinstance(repeat, int) or repeat <= 0:
             raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
@@ -392,12 +256,13 @@ class Session:
             raise ValueError(f"out must be the index of the output among the {len(args)} arrays, got {out!r}")
         shape = [list(a.shape) for a in args]
         dtype = str(args[0].dtype)
-        if not self.live:
-            kernels.build(kernel, self.target)  # prove it still builds (for COURSE_ARCH's GPU, if set)
+        ex = self.build(kernel, arch, tir_pipeline)  # on every machine: it still builds
+        if not self.runs(arch):
+            if arch is not None and not quiet and ex.mod.imports:  # the proof that it exists where it would run
+                kernels.device_code(ex.mod.imports[0].inspect_source(), str(self.target_for(arch).attrs["arch"]))
             m = self._recorded(name)
         else:
             dev = self.device
-            ex = kernels.build(kernel, self.target)
             dev_args = _launch_once(ex, dev, args, out)
             err = None
             if callable(expected):
@@ -550,5 +415,6 @@ def recorded_measurements(notebook: str, gpu: str | None = None) -> list[Measure
 
 
 def start(notebook: str) -> Session:
-    """Open a notebook's session and print its banner line."""
-    return Session(notebook)
+    """Open a notebook's session and print its banner line; the mode (live or recorded, recording,
+    a simulated architecture) is read from the environment here, once."""
+    return Session(notebook, run=mode.read())

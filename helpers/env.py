@@ -11,13 +11,12 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
-import os
 import platform
 import re
 
 import tvm
 
-from . import driver, records
+from . import driver, mode, records
 from .driver import dram_from_driver as _dram_from_driver, dram_from_nvml as _dram_from_nvml  # noqa: F401
 
 driver.use_cuda_wheels()  # before anything asks TVM for a GPU
@@ -250,7 +249,7 @@ def simulated_archs() -> list[str]:
     """The architectures `COURSE_ARCH` (e.g. "sm_75" or "sm_80,sm_90") asks a machine without a
     GPU to build every kernel for, as if it had their representative GPUs; [] when unset or when
     a GPU is here. Several architectures share one run of a notebook where its choices agree."""
-    archs = [a for a in os.environ.get("COURSE_ARCH", "").split(",") if a]
+    archs = list(mode.current().archs)
     if not archs or gpu_available():
         return []
     unknown = [a for a in archs if a not in REPRESENTATIVE]
@@ -291,7 +290,7 @@ def decide(spec: GpuSpec | None, why_not, consequence: str) -> bool:
 
 
 def _log(event: dict) -> None:
-    log = os.environ.get("COURSE_BUILD_LOG")
+    log = mode.current().build_log
     if log:
         with open(log, "a") as f:
             f.write(json.dumps(event) + "\n")
@@ -360,6 +359,16 @@ LAST = {"wgmma + TMA": "9.0"}
 def _cc(version: str) -> tuple[int, int]:
     major, minor = version.split(".")[:2]
     return int(major), int(minor)
+
+
+def runs_arch(spec: GpuSpec | None, arch: str) -> bool:
+    """Whether `spec`'s GPU runs code built for `arch`: "sm_80" on compute capability 8.0 or newer, an
+    architecture-specific "sm_90a" (wgmma, TMA) on 9.0 alone."""
+    check_arch(arch)
+    if spec is None:
+        return False
+    cc, wanted = _cc(spec.compute_capability), _cc(f"{arch[3:-2] if arch.endswith('a') else arch[3:-1]}.{arch.rstrip('a')[-1]}")
+    return cc == wanted if arch.endswith("a") else cc >= wanted
 
 
 def lacks(spec: GpuSpec | None, feature: str) -> str | None:

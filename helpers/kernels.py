@@ -11,7 +11,6 @@ import difflib
 import functools
 import math
 import numbers
-import os
 import re
 import shutil
 import subprocess
@@ -57,28 +56,36 @@ def copy_kernel(n: int, threads: int = 256, vector: int = 1) -> "tvm.s_tir.Sched
 
 def build(kernel, target=None, tir_pipeline="default"):
     """Compile a schedule (or module) for `target` (default: this GPU, or `DEFAULT_ARCH`), through
-    the named TIR pipeline (TVM's default unless an experiment registered another)."""
+    the named TIR pipeline (TVM's default unless an experiment registered another). Only that: a
+    session's `build` also proves the machine code of a GPU the run stands for (`prove_machine_code`)."""
     if isinstance(kernel, tvm.runtime.Executable):
         return kernel
     target = env.make_target(target) if not isinstance(target, tvm.target.Target) else target
     check_buffer_sizes(_module(kernel))
-    ex = tvm.compile(_module(kernel), target=target, tir_pipeline=tir_pipeline)
-    arch, simulated = str(target.attrs.get("arch", "")), env.simulated_arch()
-    if ex.mod.imports and simulated and arch == simulated + "a":
-        # a kernel for the architecture-specific target of COURSE_ARCH's GPU (sm_90a: wgmma, TMA), which
-        # that GPU runs too: prove it compiles to machine code for that target
+    return tvm.compile(_module(kernel), target=target, tir_pipeline=tir_pipeline)
+
+
+def prove_machine_code(kernel, ex, target: tvm.target.Target, run, tir_pipeline="default") -> None:
+    """Where a run stands for GPUs it does not have (`run.archs`: the architecture tests), compile a
+    kernel built for them to machine code for each, as TVM does on such a GPU: ptxas refuses an
+    instruction the architecture lacks. `run.compile_every_build` (the simulated Colab runtime) does
+    so for every CUDA build, whatever its architecture. `run` is the session's `helpers.mode.Mode`."""
+    if not ex.mod.imports or target.kind.name != "cuda":
+        return
+    arch = str(target.attrs.get("arch", ""))
+    archs = env.simulated_archs() if run.archs else []
+    simulated = archs[0] if archs else None
+    if simulated and arch == simulated + "a":
+        # the architecture-specific target of the simulated GPU (sm_90a: wgmma, TMA), which that GPU runs too
         device_code(ex.mod.imports[0].inspect_source(), arch)
-    elif ex.mod.imports and arch == simulated:
-        # a kernel to run on COURSE_ARCH's GPUs: prove it compiles to machine code for each
+    elif simulated and arch == simulated:
+        # a kernel to run on the simulated GPUs: its machine code for each
         device_code(ex.mod.imports[0].inspect_source(), simulated)
-        for more in env.simulated_archs()[1:]:
+        for more in archs[1:]:
             other = tvm.compile(_module(kernel), target=env.make_target(more), tir_pipeline=tir_pipeline)
             device_code(other.mod.imports[0].inspect_source(), more)
-    elif ex.mod.imports and target.kind.name == "cuda" and os.environ.get("COURSE_COMPILE_EVERY_BUILD"):
-        # as TVM does on a GPU, where it compiles every CUDA module it builds, whatever its arch (the
-        # simulated Colab runtime of tests/test_colab.py: 07's sm_90a kernels, the sm_90 listings)
+    elif arch and run.compile_every_build:
         device_code(ex.mod.imports[0].inspect_source(), arch)
-    return ex
 
 
 def check_buffer_sizes(mod: tvm.IRModule) -> None:

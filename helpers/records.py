@@ -1,7 +1,7 @@
 """Recorded GPU measurements: JSON files under notebooks/results/<gpu>/<notebook>.json.
 
-A student's run never rewrites them: recording happens only when the environment variable
-COURSE_RECORD=1 is set by the command that refreshes the records on a GPU. Without a GPU the
+A student's run never rewrites them: recording happens only in the mode the command that
+refreshes the records on a GPU sets (COURSE_RECORD=1, read by `helpers.mode`). Without a GPU the
 notebooks read them back and label every number as recorded. The format is documented in
 notebooks/results/README.md.
 """
@@ -14,18 +14,12 @@ import os
 import re
 from pathlib import Path
 
+from . import mode
+from .mode import DEFAULT_RECORDED_GPU, PERTURB_VARIABLE  # noqa: F401 (where the records' readers look)
+
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "notebooks" / "results"
 
-#: The GPU whose records a machine without a GPU shows (override with COURSE_RECORDED_GPU).
-DEFAULT_RECORDED_GPU = "nvidia-h100-80gb-hbm3"
-
 FORMAT_VERSION = 1
-
-#: Set to any word, this makes every recorded time read back up to 15% slower or faster (a fixed
-#: factor per measurement, drawn from the word, the notebook and the name; ratios move with it), as
-#: a live run on a GPU would print other numbers. `tests/test_recorded_outputs.py` runs the
-#: notebooks so, to prove that no cell checked everywhere prints a measurement.
-PERTURB_VARIABLE = "COURSE_PERTURB_RECORDS"
 
 
 class RecordError(ValueError):
@@ -44,18 +38,18 @@ def gpu_slug(name: str) -> str:
 
 def recording_enabled() -> bool:
     """Only the command that refreshes the committed records sets COURSE_RECORD=1."""
-    return os.environ.get("COURSE_RECORD") == "1"
+    return mode.current().record
 
 
 def recorded_gpu() -> str:
-    return os.environ.get("COURSE_RECORDED_GPU", DEFAULT_RECORDED_GPU)
+    return mode.current().recorded_gpu
 
 
 def shows_committed_records(live: bool) -> bool:
     """Whether the numbers a notebook prints here are the committed records of the default GPU
     unchanged: no live GPU, no other GPU's records, no perturbation. Only then can a cell whose
     output is computed from measurements (tagged `recorded-output`) match its committed output."""
-    return not live and recorded_gpu() == DEFAULT_RECORDED_GPU and not os.environ.get(PERTURB_VARIABLE)
+    return not live and mode.current().shows_committed_records
 
 
 def _perturb(data: dict, notebook: str, word: str) -> dict:
@@ -90,13 +84,13 @@ def load(path: Path) -> dict | None:
     if missing or not isinstance(data.get("measurements"), dict):
         raise RecordError(f"results file {path.name} in {path.parent.name}/ lacks {missing or ['a measurements table']}: "
                           "it is not a course results file")
-    word = os.environ.get(PERTURB_VARIABLE)
+    word = mode.current().perturb
     return _perturb(data, path.stem, word) if word else data
 
 
 def save_measurement(notebook: str, entry: dict, device: dict, root: Path | None = None) -> Path:
     """Add (or replace) one measurement in the GPU's file for `notebook`."""
-    if os.environ.get(PERTURB_VARIABLE):
+    if mode.current().perturb:
         raise RuntimeError(f"{PERTURB_VARIABLE} is set: the records read back are perturbed on purpose, "
                            "so none is written (unset it to record)")
     path = results_path(notebook, gpu_slug(device["name"]), root)

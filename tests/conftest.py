@@ -8,7 +8,7 @@ import tvm
 from tvm import te
 
 import helpers
-from helpers import records
+from helpers import mode, records
 
 N = 1 << 12
 
@@ -32,6 +32,13 @@ def bound_vector_add(threads: int = 128) -> tvm.s_tir.Schedule:
     sch.bind(bx, "blockIdx.x")
     sch.bind(tx, "threadIdx.x")
     return sch
+
+
+@pytest.fixture(autouse=True)
+def fresh_mode(monkeypatch):
+    """Each test runs in the mode of the environment it sets: the one a notebook reads at
+    `helpers.start` (helpers.mode) is forgotten before the test, and restored after it."""
+    monkeypatch.setattr(mode, "_current", None)
 
 
 @pytest.fixture

@@ -5,27 +5,19 @@ after a fence and a barrier, write every slot of its buffers once and without ba
 and refuse what it cannot do."""
 
 import re
-import runpy
 
 import pytest
 
-from test_exercises import _definitions, _one
+import helpers
 
 NB07, NB08 = "07_hopper_wgmma_tma", "08_hopper_persistent_kernel"
-CELLS = {NB07: ["helpers.start(", "BM, BK = ", "def load_stage(", "A_LBO, A_SBO", "def load_by_threads(",
-                "def tma_copy(", "def tma_matmul(", "def consume(", "def produce(", "def hopper_matmul("],
-         NB08: ["def tile_origin(", "def store_through_shared(", "def consume_tiles(", "def consume_pingpong(",
-                "def persistent_matmul("]}
 SHAPE = (1024, 1024, 128)  # the smallest problem that groups of 8 block rows of 128 x 256 tile
 
 
 @pytest.fixture(scope="module")
-def nb07(tmp_path_factory):
-    """Notebook 07's kernel cells, then notebook 08's persistent kernel, as one module."""
-    setup = tmp_path_factory.mktemp("nb07") / "definitions.py"  # a file, so TVMScript can read its source
-    setup.write_text("\n\n\n".join(_definitions(_one(notebook, marker))
-                                    for notebook, markers in CELLS.items() for marker in markers))
-    return runpy.run_path(str(setup))
+def nb07():
+    """Notebook 07's kernels (its ladder included), then notebook 08's persistent kernel: their exports."""
+    return vars(helpers.lessons.lesson(NB07)) | vars(helpers.lessons.lesson(NB08))
 
 
 def cuda_of(nb07, kernel) -> str:

@@ -7,7 +7,7 @@ import pytest
 import tvm
 
 import helpers
-from helpers import baselines, bench, records
+from helpers import baselines, bench, mode, records
 
 from conftest import N, needs_gpu, write_record
 
@@ -149,6 +149,7 @@ def test_live_measure_refuses_to_time_a_wrong_kernel(results_dir, vector_add, ve
 @needs_gpu
 def test_recording_only_when_asked(results_dir, vector_add, vector_add_args, monkeypatch):
     monkeypatch.setenv("COURSE_RECORD", "1")
+    mode.read()  # as helpers.start does
     nb = bench.Session("01_vector_add", quiet=True)
     args, expected = vector_add_args
     nb.measure("vector add", vector_add, args, expected, bytes=3.0 * 4 * N, repeat=3)
@@ -323,6 +324,7 @@ def test_a_session_without_records_or_gpu(results_dir, monkeypatch, capsys):
     if helpers.gpu_available():
         pytest.skip("tests the no-GPU path")
     monkeypatch.delenv("COURSE_ARCH", raising=False)
+    mode.read()  # as helpers.start does
     nb = bench.Session("01_vector_add")
     assert nb.spec is None and not nb.live and nb.device is None
     assert capsys.readouterr().out.endswith("no GPU: building for sm_90; no recorded results to show\n")
@@ -332,7 +334,7 @@ def test_a_session_without_records_or_gpu(results_dir, monkeypatch, capsys):
     assert (cublas.name, cublas.ok, torch.name, torch.ok) == ("cuBLAS float32 8x8x8", False, "torch", False)
     assert bench.start("02_window_sum").notebook == "02_window_sum"
     monkeypatch.setenv("COURSE_ARCH", "sm_75")  # a simulated GPU gives the spec
-    assert bench.Session("01_vector_add", quiet=True).spec.name == "Tesla T4"
+    assert bench.Session("01_vector_add", quiet=True, run=mode.read()).spec.name == "Tesla T4"
 
 
 def test_a_record_without_date_or_version_shows_question_marks(results_dir, capsys):
@@ -349,11 +351,12 @@ def test_without_a_gpu_the_kernel_is_still_built_for_the_sessions_target(results
                                                                         vector_add_args):
     if helpers.gpu_available():
         pytest.skip("tests the no-GPU path")
-    built = []
-    monkeypatch.setattr(bench.kernels, "build", lambda kernel, target=None: built.append(target))
-    nb = bench.Session("01_vector_add", quiet=True, target="sm_80 target")
+    built, build = [], bench.kernels.build
+    monkeypatch.setattr(bench.kernels, "build", lambda kernel, target=None, tir_pipeline="default":
+                        built.append(str(target.attrs["arch"])) or build(kernel, target, tir_pipeline))
+    nb = bench.Session("01_vector_add", quiet=True, target=helpers.make_target("sm_80"))
     nb.measure("add", vector_add, vector_add_args[0], quiet=True)
-    assert built == ["sm_80 target"]
+    assert built == ["sm_80"]
 
 
 def test_what_this_gpu_can_do(results_dir, monkeypatch, capsys):

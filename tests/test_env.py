@@ -7,7 +7,7 @@ import pytest
 import tvm
 
 import helpers
-from helpers import env
+from helpers import env, mode
 
 from conftest import H100
 
@@ -164,10 +164,12 @@ def test_simulated_architecture(monkeypatch):
     if helpers.gpu_available():
         pytest.skip("a GPU is present: COURSE_ARCH only applies without one")
     monkeypatch.setenv("COURSE_ARCH", "sm_86")
+    mode.read()  # as helpers.start does
     assert env.simulated_spec().name == "NVIDIA GeForce RTX 3090"
     assert str(helpers.make_target().attrs["arch"]) == "sm_86"
     assert str(helpers.listing_target().attrs["arch"]) == helpers.DEFAULT_ARCH  # listings stay the same
     monkeypatch.setenv("COURSE_ARCH", "sm_70")
+    mode.read()  # as helpers.start does
     with pytest.raises(ValueError, match="COURSE_ARCH='sm_70' is not an architecture the course is built for"):
         env.simulated_arch()
 
@@ -270,10 +272,12 @@ def test_shared_memory_up_to_the_limit_fits():
 def test_several_simulated_architectures(monkeypatch):
     monkeypatch.setattr(env, "gpu_available", lambda: False)
     monkeypatch.setenv("COURSE_ARCH", "sm_75,sm_90")
+    mode.read()  # as helpers.start does
     assert env.simulated_archs() == ["sm_75", "sm_90"]
     assert [s.name for s in env.simulated_specs()] == ["Tesla T4", "NVIDIA H100 80GB HBM3"]
     assert env.simulated_arch() == "sm_75"
     monkeypatch.setenv("COURSE_ARCH", "sm_70,sm_75,sm_99")
+    mode.read()  # as helpers.start does
     with pytest.raises(ValueError, match=r"^COURSE_ARCH='sm_70,sm_99' is not an architecture the course is built for: "
                                          r"use one or more of sm_75, sm_80, sm_86, sm_89, sm_90$"):
         env.simulated_archs()
@@ -288,7 +292,9 @@ def test_a_step_falls_back_once_and_logs_where_architectures_disagree(monkeypatc
     monkeypatch.setattr(env, "gpu_available", lambda: False)
     monkeypatch.setattr(env, "_SAID", set())
     monkeypatch.setenv("COURSE_ARCH", "sm_75,sm_90")
+    mode.read()  # as helpers.start does
     monkeypatch.setenv("COURSE_BUILD_LOG", str(tmp_path / "log.jsonl"))
+    mode.read()  # as helpers.start does
     t4 = env.simulated_spec()
     needs_cp_async = lambda spec: env.lacks(spec, "cp.async")
     assert env.decide(t4, needs_cp_async, "this step runs with synchronous copies") is False
@@ -303,9 +309,11 @@ def test_a_step_falls_back_once_and_logs_where_architectures_disagree(monkeypatc
                    {"diverges": ["sm_90"], "reason": reason}]
     # the first architecture can, a later one cannot: the log gives the later one's reason
     monkeypatch.setenv("COURSE_ARCH", "sm_90,sm_75")
+    mode.read()  # as helpers.start does
     assert env.decide(env.simulated_spec(), needs_cp_async, "x") is True
     assert json.loads((tmp_path / "log.jsonl").read_text().splitlines()[-1]) == {"diverges": ["sm_75"], "reason": reason}
     monkeypatch.delenv("COURSE_BUILD_LOG")
+    mode.read()  # as helpers.start does
     env._log({"not": "written"})  # no log asked for: nothing written, no error
 
 
@@ -314,11 +322,13 @@ def test_banner_in_every_situation(monkeypatch):
     monkeypatch.setattr(env, "gpu_available", lambda: False)
     monkeypatch.setattr(env.driver, "driver_cuda_version", lambda: None)
     monkeypatch.delenv("COURSE_ARCH", raising=False)
+    mode.read()  # as helpers.start does
     assert env.banner_line(None) == f"{head} | no GPU: building for sm_90; no recorded results to show"
     p100 = dataclasses.replace(H100, name="Tesla P100", compute_capability="6.0", sm_count=56, clock_mhz=1480.0, dram_gbps=None)
     assert env.banner_line(p100) == (f"{head} | running live\nGPU: Tesla P100 (sm_60, 56 SMs @ 1,480 MHz): "
                                      "10.6 TFLOP/s fp32, DRAM bandwidth unknown")
     monkeypatch.setenv("COURSE_ARCH", "sm_75,sm_80,sm_90")
+    mode.read()  # as helpers.start does
     assert env.banner_line(None, {"gpu": "G", "date": "d", "tvm": "t"}) == (
         f"{head} | no GPU: building every kernel for sm_75, sm_80, sm_90\nchoosing as for a Tesla T4 (COURSE_ARCH); "
         "results shown are recorded ones")

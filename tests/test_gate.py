@@ -6,6 +6,8 @@ would run only on a GPU. Here the session is given the CPU and TVM's LLVM target
 code builds, runs and checks small kernels that are wrong in the ways real kernels are wrong.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 import tvm
@@ -218,8 +220,7 @@ def test_live_numbers_are_labelled_and_recorded_only_when_asked(session, inputs,
     assert session.results == [m] and session.recorded_or_live("torch add") is m
     assert session.recorded_or_live("recorded").source == "recorded"  # not measured here: the record
     assert session.recorded_or_live("never") is None
-    monkeypatch.setenv("COURSE_RECORD", "1")
-    monkeypatch.setenv("COURSE_RECORD_COMMAND", "gpu/record.sh")
+    session.mode = dataclasses.replace(session.mode, record=True, record_command="gpu/record.sh")  # what the session carries
     session.measure("add", ADD, [a, b, np.empty(N, np.float32)], exact, repeat=1, quiet=True)
     data = helpers.records.load(results_dir / "test-gpu" / "01_vector_add.json")
     entry = data["measurements"]["add"]

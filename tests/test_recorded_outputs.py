@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from helpers import recorded_outputs, records
+from helpers import mode, recorded_outputs, records
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -94,6 +94,7 @@ def test_a_recorded_output_is_compared_only_where_the_records_are_shown(tmp_path
 def test_perturbation_moves_each_time_by_a_fixed_factor_and_the_ratio_with_it(monkeypatch):
     plain = records.load(records.results_path("04_matmul_shared_blocking"))
     monkeypatch.setenv(records.PERTURB_VARIABLE, "w")
+    mode.read()  # as helpers.start does
     once = records.load(records.results_path("04_matmul_shared_blocking"))
     assert once == records.load(records.results_path("04_matmul_shared_blocking"))  # the same draw each time
     factors = []
@@ -108,6 +109,7 @@ def test_perturbation_moves_each_time_by_a_fixed_factor_and_the_ratio_with_it(mo
 
 def test_no_record_is_written_from_perturbed_numbers(results_dir, monkeypatch):
     monkeypatch.setenv(records.PERTURB_VARIABLE, "w")
+    mode.read()  # as helpers.start does
     with pytest.raises(RuntimeError, match=records.PERTURB_VARIABLE):
         records.save_measurement("01_vector_add", {"name": "x", "ms": 1.0}, {"name": "Test GPU"}, root=results_dir)
     assert not list(results_dir.rglob("*.json"))
@@ -118,6 +120,7 @@ def test_no_record_is_written_from_perturbed_numbers(results_dir, monkeypatch):
 def test_where_the_committed_records_are_shown(monkeypatch, live, gpu, word, shown):
     for name, value in ((records.PERTURB_VARIABLE, word), ("COURSE_RECORDED_GPU", gpu)):
         monkeypatch.setenv(name, value) if value else monkeypatch.delenv(name, raising=False)
+        mode.read()  # as helpers.start does
     assert records.shows_committed_records(live) is shown
 
 

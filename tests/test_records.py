@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from helpers import records
+from helpers import mode, records
 
 
 def test_gpu_slug():
@@ -45,8 +45,10 @@ def test_save_then_read_back(results_dir):
 
 def test_recording_needs_the_variable(monkeypatch):
     monkeypatch.delenv("COURSE_RECORD", raising=False)
+    mode.read()  # as helpers.start does
     assert not records.recording_enabled()
     monkeypatch.setenv("COURSE_RECORD", "1")
+    mode.read()  # as helpers.start does
     assert records.recording_enabled()
 
 
@@ -85,9 +87,11 @@ def test_what_a_broken_file_lacks_is_named_with_the_way_out(tmp_path):
 
 def test_the_recorded_gpu_is_the_h100_unless_overridden(monkeypatch):
     monkeypatch.delenv("COURSE_RECORDED_GPU", raising=False)
+    mode.read()  # as helpers.start does
     assert records.recorded_gpu() == records.DEFAULT_RECORDED_GPU == "nvidia-h100-80gb-hbm3"
     assert records.results_path("01_vector_add").parts[-3:] == ("results", "nvidia-h100-80gb-hbm3", "01_vector_add.json")
     monkeypatch.setenv("COURSE_RECORDED_GPU", "tesla-t4")
+    mode.read()  # as helpers.start does
     assert records.results_path("01_vector_add", root=records.Path("r")) == records.Path("r/tesla-t4/01_vector_add.json")
 
 
