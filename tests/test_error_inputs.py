@@ -399,6 +399,11 @@ ERROR_INPUTS = {
     "kernels.copy_kernel": [
         ("threads that do not divide", lambda c: kernels.copy_kernel(1000, 256, 4), ValueError,
          "threads x vector factor 1024 does not divide the extent 1000"),
+        ("threads zero", lambda c: kernels.copy_kernel(1 << 20, 0), ValueError, "threads must be a positive integer, got 0"),
+        ("vector of 16 floats", lambda c: kernels.copy_kernel(1 << 20, 256, 16), ValueError,
+         "vector must be 1, 2 or 4 floats (one load of 4, 8 or 16 bytes per thread), got 16"),
+        ("vector of 3 floats", lambda c: kernels.copy_kernel(3 << 18, 256, 3), ValueError, "got 3"),
+        ("vector fraction", lambda c: kernels.copy_kernel(1 << 20, 256, 4.0), ValueError, "got 4.0"),
     ],
     # the schedule-building functions the notebooks define: tile factors, row lengths, head dims
     "03 threads_1d": [

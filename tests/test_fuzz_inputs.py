@@ -223,6 +223,19 @@ def test_roofline(dram, measured):
     assert (said is None) == (positive_number(dram) and count(measured)), said
 
 
+@FEW
+@given(n=st.one_of(st.just(1 << 20), SIZES_64), threads=st.one_of(st.sampled_from([32, 256, 1024]), ODD),
+       vector=st.one_of(st.sampled_from([1, 2, 4, 3, 8, 16]), ODD))
+def test_copy_kernel(n, threads, vector):
+    """Notebook 00's copy, as its exercise builds it (a block of more than 1024 threads is left to the
+    exercise's own check, which says so in its words)."""
+    sound = positive_int(n) and n < 2**31 and positive_int(threads) and vector in (1, 2, 4) and positive_int(vector) \
+        and n % (threads * vector) == 0
+    said = refusal(lambda: helpers.cuda_source(kernels.copy_kernel(n, threads, vector)),
+                   "threads", "vector", "extent", "threads x vector factor", "A")
+    assert (said is None) == sound, said
+
+
 # The notebooks' schedule functions: what a student calls, then builds (as measure and cuda_source do).
 
 @FEW
