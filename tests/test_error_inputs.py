@@ -7,6 +7,7 @@ before anything that would. tests/test_fuzz_inputs.py draws the arguments nobody
 
 import functools
 import importlib
+import json
 import math
 import re
 import sys
@@ -350,6 +351,10 @@ ERROR_INPUTS = {
          "lacks ['measurements']: it is not a course results file"),
     ],
     "recorded_measurements": [
+        ("a record's time negative", lambda c: helpers.recorded_measurements(recorded(c, {"name": "add", "ms": -0.25})),
+         records.RecordError, "the recorded measurement 'add' of 01_vector_add on Test GPU: ms must be a positive number"),
+        ("a record not a table", lambda c: helpers.recorded_measurements(recorded(c, 0.25)), records.RecordError,
+         "results file 01_vector_add.json in test-gpu/ has a measurement that is not a table of fields"),
         ("notebook", lambda c: helpers.recorded_measurements("99_no_such_notebook"), ValueError,
          f"no notebook named '99_no_such_notebook' in notebooks/: {NOTEBOOKS}"),
         ("notebook with its suffix", lambda c: helpers.recorded_measurements("01_vector_add.ipynb"), ValueError,
@@ -467,6 +472,15 @@ ERROR_INPUTS = {
 def write(path, text):
     path.write_text(text)
     return path
+
+
+def recorded(c, entry) -> str:
+    """Notebook 01's results file on the test GPU holding `entry` (as edited by hand) as its one measurement."""
+    if isinstance(entry, dict):
+        entry |= {"notebook": "01_vector_add", "gpu": "Test GPU"}
+    (c.tmp / "test-gpu").mkdir(exist_ok=True)
+    write(c.tmp / "test-gpu" / "01_vector_add.json", json.dumps({"gpu": "Test GPU", "measurements": {"add": entry}}))
+    return "01_vector_add"
 
 
 @pytest.mark.parametrize("call, error, said", [pytest.param(call, error, said, id=f"{entry}: {wrong}")

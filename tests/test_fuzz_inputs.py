@@ -8,6 +8,7 @@ error from inside TVM, never another exception, and never a silent acceptance: e
 arguments are sound, and the call must accept exactly those. Examples are derandomized, so CI draws the
 same ones every run; the whole file takes well under a minute."""
 
+import json
 import math
 import numbers
 import re
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import helpers
-from helpers import attention, env, kernels, tuning
+from helpers import attention, env, kernels, records, tuning
 
 from conftest import H100
 from test_error_inputs import KERNEL, context, notebook  # noqa: F401  (fixtures: one definition of each)
@@ -276,3 +277,33 @@ def test_threads_2d_03(notebook, M, N, ty, tx):
                    "extent", "(ty) factor", "(tx) factor", "A", "B", "C")
     assert (said is None) == sound, said
 
+
+
+@FUZZ
+@given(entry=st.one_of(
+    st.fixed_dictionaries({"name": st.one_of(st.just("add"), ODD), "ms": st.one_of(st.just(0.25), ODD),
+                           "notebook": st.just("01_vector_add"), "gpu": st.just("Test GPU")},
+                          optional={"flops": COUNTS, "rel_err": COUNTS, "traffic": st.one_of(st.none(), DTYPES),
+                                    "dtype": st.sampled_from([None, "float16", "float32", "int8", "float8", "flaot32", ""])}),
+    ODD, st.lists(st.integers(), max_size=2)))
+def test_a_record_read_back(context, entry):
+    """A results file whose measurement was edited by hand (or half-written by another tool): read back
+    as a sound Measurement, or refused as a RecordError that names the file, or the measurement and the
+    field."""
+    folder = context.tmp / "test-gpu"
+    folder.mkdir(exist_ok=True)
+    data = {"format": 1, "notebook": "01_vector_add", "gpu": "Test GPU", "measurements": {"add": entry}}
+    try:
+        (folder / "01_vector_add.json").write_text(json.dumps(data, allow_nan=True))
+    except (TypeError, ValueError):  # NumPy scalars and the like: nothing JSON can hold, so no such file
+        return
+    fields = entry if isinstance(entry, dict) else {}
+    sound = isinstance(entry, dict) and isinstance(fields["name"], str) and fields["name"] != "" \
+        and positive_number(fields["ms"]) and count(fields.get("flops")) \
+        and (fields.get("rel_err") in (None, 0) or count(fields.get("rel_err"))) \
+        and fields.get("dtype") in (None, "float16", "float32", "int8") \
+        and fields.get("traffic") in (None, "requested")
+    said = refusal(lambda: helpers.recorded_measurements("01_vector_add"), "01_vector_add.json", "01_vector_add")
+    assert (said is None) == sound, said
+    if not sound:
+        pytest.raises(records.RecordError, helpers.recorded_measurements, "01_vector_add")
