@@ -307,3 +307,28 @@ def test_a_record_read_back(context, entry):
     assert (said is None) == sound, said
     if not sound:
         pytest.raises(records.RecordError, helpers.recorded_measurements, "01_vector_add")
+
+
+NOTEBOOK_NAMES = sorted(p.stem for p in env.NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+@FUZZ
+@given(name=st.one_of(st.sampled_from(NOTEBOOK_NAMES), st.sampled_from(NOTEBOOK_NAMES).map("{}.ipynb".format),
+                      st.sampled_from(NOTEBOOK_NAMES).map(str.upper), st.text(max_size=6), ODD))
+def test_start(context, name):
+    said = refusal(lambda: helpers.start(name), repr(name))
+    assert (said is None) == (name in NOTEBOOK_NAMES), said
+    if said:
+        assert said.endswith(", ".join(NOTEBOOK_NAMES))  # a notebook's name error lists the notebooks
+
+
+@FUZZ
+@given(fn=st.sampled_from([lambda torch, x: x, None, "torch.softmax"]),
+       arrays=st.sampled_from([[np.ones(4, "float16")], [], [[1.0, 2.0]], np.ones(4), None]),
+       nbytes=COUNTS, flops=COUNTS, repeat=st.one_of(st.just(20), ODD))
+def test_torch_op_without_a_gpu(context, fn, arrays, nbytes, flops, repeat):
+    sound = callable(fn) and isinstance(arrays, list) and len(arrays) == 1 and isinstance(arrays[0], np.ndarray) \
+        and count(nbytes) and count(flops) and positive_int(repeat)
+    said = refusal(lambda: context.nb.torch_op("torch op", fn, arrays, bytes=nbytes, flops=flops, repeat=repeat, quiet=True),
+                   "fn", "arrays", "bytes", "flops", "repeat")
+    assert (said is None) == sound, said
