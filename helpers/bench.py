@@ -165,7 +165,8 @@ class Measurement:
             return cls(**{k: v for k, v in entry.items() if k in fields}, source="recorded")
         except ValueError as err:  # a record edited by hand: say which one, not only which field
             raise records.RecordError(f"the recorded measurement {entry.get('name')!r} of {entry.get('notebook')} on "
-                                      f"{entry.get('gpu')}: {err}; restore its results file with git or re-record it") from None
+                                      f"{entry.get('gpu')}: {err}; restore its results file with git or re-record "
+                                      "it") from None
 
 
 # ---------------------------------------------------------------- arguments

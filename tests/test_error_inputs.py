@@ -352,7 +352,8 @@ ERROR_INPUTS = {
     ],
     "recorded_measurements": [
         ("a record's time negative", lambda c: helpers.recorded_measurements(recorded(c, {"name": "add", "ms": -0.25})),
-         records.RecordError, "the recorded measurement 'add' of 01_vector_add on Test GPU: ms must be a positive number"),
+         records.RecordError,
+         "the recorded measurement 'add' of 01_vector_add on Test GPU: ms must be a positive number"),
         ("a record not a table", lambda c: helpers.recorded_measurements(recorded(c, 0.25)), records.RecordError,
          "results file 01_vector_add.json in test-gpu/ has a measurement that is not a table of fields"),
         ("notebook", lambda c: helpers.recorded_measurements("99_no_such_notebook"), ValueError,
@@ -404,7 +405,8 @@ ERROR_INPUTS = {
     "kernels.copy_kernel": [
         ("threads that do not divide", lambda c: kernels.copy_kernel(1000, 256, 4), ValueError,
          "threads x vector factor 1024 does not divide the extent 1000"),
-        ("threads zero", lambda c: kernels.copy_kernel(1 << 20, 0), ValueError, "threads must be a positive integer, got 0"),
+        ("threads zero", lambda c: kernels.copy_kernel(1 << 20, 0), ValueError,
+         "threads must be a positive integer, got 0"),
         ("vector of 16 floats", lambda c: kernels.copy_kernel(1 << 20, 256, 16), ValueError,
          "vector must be 1, 2 or 4 floats (one load of 4, 8 or 16 bytes per thread), got 16"),
         ("vector of 3 floats", lambda c: kernels.copy_kernel(3 << 18, 256, 3), ValueError, "got 3"),

@@ -284,7 +284,8 @@ def test_threads_2d_03(notebook, M, N, ty, tx):
     st.fixed_dictionaries({"name": st.one_of(st.just("add"), ODD), "ms": st.one_of(st.just(0.25), ODD),
                            "notebook": st.just("01_vector_add"), "gpu": st.just("Test GPU")},
                           optional={"flops": COUNTS, "rel_err": COUNTS, "traffic": st.one_of(st.none(), DTYPES),
-                                    "dtype": st.sampled_from([None, "float16", "float32", "int8", "float8", "flaot32", ""])}),
+                                    "dtype": st.sampled_from([None, "float16", "float32", "int8", "float8", "flaot32",
+                                                              ""])}),
     ODD, st.lists(st.integers(), max_size=2)))
 def test_a_record_read_back(context, entry):
     """A results file whose measurement was edited by hand (or half-written by another tool): read back
@@ -329,6 +330,6 @@ def test_start(context, name):
 def test_torch_op_without_a_gpu(context, fn, arrays, nbytes, flops, repeat):
     sound = callable(fn) and isinstance(arrays, list) and len(arrays) == 1 and isinstance(arrays[0], np.ndarray) \
         and count(nbytes) and count(flops) and positive_int(repeat)
-    said = refusal(lambda: context.nb.torch_op("torch op", fn, arrays, bytes=nbytes, flops=flops, repeat=repeat, quiet=True),
-                   "fn", "arrays", "bytes", "flops", "repeat")
+    said = refusal(lambda: context.nb.torch_op("torch op", fn, arrays, bytes=nbytes, flops=flops, repeat=repeat,
+                                               quiet=True), "fn", "arrays", "bytes", "flops", "repeat")
     assert (said is None) == sound, said
