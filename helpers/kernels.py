@@ -42,6 +42,9 @@ def copy_kernel(n: int, threads: int = 256, vector: int = 1) -> "tvm.s_tir.Sched
     """B = A for n floats, `vector` floats per thread and step, `threads` a block: notebook 00's
     copy, which it writes out in TensorIR step by step, here for the notebooks that measure the
     same bandwidth ceiling again (`Session.copy_ceiling`)."""
+    check_number("threads", threads)
+    if vector not in (1, 2, 4) or not isinstance(vector, numbers.Integral) or isinstance(vector, bool):
+        raise ValueError(f"vector must be 1, 2 or 4 floats (one load of 4, 8 or 16 bytes per thread), got {vector!r}")
     require_divides(n, threads * vector, "threads x vector")
     a = tvm.te.placeholder((n,), "float32", name="A")
     b = tvm.te.compute((n,), lambda i: a[i], name="B")

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from . import kernels
+from . import kernels, records
 
 
 class WrongResult(AssertionError):
@@ -157,7 +157,12 @@ class Measurement:
     @classmethod
     def from_record(cls, entry: dict) -> "Measurement":
         fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in entry.items() if k in fields}, source="recorded")
+        try:
+            return cls(**{k: v for k, v in entry.items() if k in fields}, source="recorded")
+        except ValueError as err:  # a record edited by hand: say which one, not only which field
+            raise records.RecordError(f"the recorded measurement {entry.get('name')!r} of {entry.get('notebook')} on "
+                                      f"{entry.get('gpu')}: {err}; restore its results file with git or re-record "
+                                      "it") from None
 
 
 

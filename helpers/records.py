@@ -84,6 +84,9 @@ def load(path: Path) -> dict | None:
     if missing or not isinstance(data.get("measurements"), dict):
         raise RecordError(f"results file {path.name} in {path.parent.name}/ lacks {missing or ['a measurements table']}: "
                           "it is not a course results file")
+    if not all(isinstance(entry, dict) for entry in data["measurements"].values()):
+        raise RecordError(f"results file {path.name} in {path.parent.name}/ has a measurement that is not a table "
+                          "of fields: it is not a course results file")
     word = mode.current().perturb
     return _perturb(data, path.stem, word) if word else data
 

@@ -7,6 +7,7 @@ before anything that would. tests/test_fuzz_inputs.py draws the arguments nobody
 
 import functools
 import importlib
+import json
 import math
 import re
 import sys
@@ -350,6 +351,11 @@ ERROR_INPUTS = {
          "lacks ['measurements']: it is not a course results file"),
     ],
     "recorded_measurements": [
+        ("a record's time negative", lambda c: helpers.recorded_measurements(recorded(c, {"name": "add", "ms": -0.25})),
+         records.RecordError,
+         "the recorded measurement 'add' of 01_vector_add on Test GPU: ms must be a positive number"),
+        ("a record not a table", lambda c: helpers.recorded_measurements(recorded(c, 0.25)), records.RecordError,
+         "results file 01_vector_add.json in test-gpu/ has a measurement that is not a table of fields"),
         ("notebook", lambda c: helpers.recorded_measurements("99_no_such_notebook"), ValueError,
          f"no notebook named '99_no_such_notebook' in notebooks/: {NOTEBOOKS}"),
         ("notebook with its suffix", lambda c: helpers.recorded_measurements("01_vector_add.ipynb"), ValueError,
@@ -399,6 +405,12 @@ ERROR_INPUTS = {
     "kernels.copy_kernel": [
         ("threads that do not divide", lambda c: kernels.copy_kernel(1000, 256, 4), ValueError,
          "threads x vector factor 1024 does not divide the extent 1000"),
+        ("threads zero", lambda c: kernels.copy_kernel(1 << 20, 0), ValueError,
+         "threads must be a positive integer, got 0"),
+        ("vector of 16 floats", lambda c: kernels.copy_kernel(1 << 20, 256, 16), ValueError,
+         "vector must be 1, 2 or 4 floats (one load of 4, 8 or 16 bytes per thread), got 16"),
+        ("vector of 3 floats", lambda c: kernels.copy_kernel(3 << 18, 256, 3), ValueError, "got 3"),
+        ("vector fraction", lambda c: kernels.copy_kernel(1 << 20, 256, 4.0), ValueError, "got 4.0"),
     ],
     # the schedule-building functions the notebooks define: tile factors, row lengths, head dims
     "03 threads_1d": [
@@ -462,6 +474,15 @@ ERROR_INPUTS = {
 def write(path, text):
     path.write_text(text)
     return path
+
+
+def recorded(c, entry) -> str:
+    """Notebook 01's results file on the test GPU holding `entry` (as edited by hand) as its one measurement."""
+    if isinstance(entry, dict):
+        entry |= {"notebook": "01_vector_add", "gpu": "Test GPU"}
+    (c.tmp / "test-gpu").mkdir(exist_ok=True)
+    write(c.tmp / "test-gpu" / "01_vector_add.json", json.dumps({"gpu": "Test GPU", "measurements": {"add": entry}}))
+    return "01_vector_add"
 
 
 @pytest.mark.parametrize("call, error, said", [pytest.param(call, error, said, id=f"{entry}: {wrong}")

@@ -8,6 +8,7 @@ error from inside TVM, never another exception, and never a silent acceptance: e
 arguments are sound, and the call must accept exactly those. Examples are derandomized, so CI draws the
 same ones every run; the whole file takes well under a minute."""
 
+import json
 import math
 import numbers
 import re
@@ -19,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import helpers
-from helpers import attention, env, kernels, tuning
+from helpers import attention, env, kernels, records, tuning
 
 from conftest import H100
 from test_error_inputs import KERNEL, context, notebook  # noqa: F401  (fixtures: one definition of each)
@@ -223,6 +224,19 @@ def test_roofline(dram, measured):
     assert (said is None) == (positive_number(dram) and count(measured)), said
 
 
+@FEW
+@given(n=st.one_of(st.just(1 << 20), SIZES_64), threads=st.one_of(st.sampled_from([32, 256, 1024]), ODD),
+       vector=st.one_of(st.sampled_from([1, 2, 4, 3, 8, 16]), ODD))
+def test_copy_kernel(n, threads, vector):
+    """Notebook 00's copy, as its exercise builds it (a block of more than 1024 threads is left to the
+    exercise's own check, which says so in its words)."""
+    sound = positive_int(n) and n < 2**31 and positive_int(threads) and vector in (1, 2, 4) and positive_int(vector) \
+        and n % (threads * vector) == 0
+    said = refusal(lambda: helpers.cuda_source(kernels.copy_kernel(n, threads, vector)),
+                   "threads", "vector", "extent", "threads x vector factor", "A")
+    assert (said is None) == sound, said
+
+
 # The notebooks' schedule functions: what a student calls, then builds (as measure and cuda_source do).
 
 @FEW
@@ -263,3 +277,59 @@ def test_threads_2d_03(notebook, M, N, ty, tx):
                    "extent", "(ty) factor", "(tx) factor", "A", "B", "C")
     assert (said is None) == sound, said
 
+
+
+@FUZZ
+@given(entry=st.one_of(
+    st.fixed_dictionaries({"name": st.one_of(st.just("add"), ODD), "ms": st.one_of(st.just(0.25), ODD),
+                           "notebook": st.just("01_vector_add"), "gpu": st.just("Test GPU")},
+                          optional={"flops": COUNTS, "rel_err": COUNTS, "traffic": st.one_of(st.none(), DTYPES),
+                                    "dtype": st.sampled_from([None, "float16", "float32", "int8", "float8", "flaot32",
+                                                              ""])}),
+    ODD, st.lists(st.integers(), max_size=2)))
+def test_a_record_read_back(context, entry):
+    """A results file whose measurement was edited by hand (or half-written by another tool): read back
+    as a sound Measurement, or refused as a RecordError that names the file, or the measurement and the
+    field."""
+    folder = context.tmp / "test-gpu"
+    folder.mkdir(exist_ok=True)
+    data = {"format": 1, "notebook": "01_vector_add", "gpu": "Test GPU", "measurements": {"add": entry}}
+    try:
+        (folder / "01_vector_add.json").write_text(json.dumps(data, allow_nan=True))
+    except (TypeError, ValueError):  # NumPy scalars and the like: nothing JSON can hold, so no such file
+        return
+    fields = entry if isinstance(entry, dict) else {}
+    sound = isinstance(entry, dict) and isinstance(fields["name"], str) and fields["name"] != "" \
+        and positive_number(fields["ms"]) and count(fields.get("flops")) \
+        and (fields.get("rel_err") in (None, 0) or count(fields.get("rel_err"))) \
+        and fields.get("dtype") in (None, "float16", "float32", "int8") \
+        and fields.get("traffic") in (None, "requested")
+    said = refusal(lambda: helpers.recorded_measurements("01_vector_add"), "01_vector_add.json", "01_vector_add")
+    assert (said is None) == sound, said
+    if not sound:
+        pytest.raises(records.RecordError, helpers.recorded_measurements, "01_vector_add")
+
+
+NOTEBOOK_NAMES = sorted(p.stem for p in env.NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+@FUZZ
+@given(name=st.one_of(st.sampled_from(NOTEBOOK_NAMES), st.sampled_from(NOTEBOOK_NAMES).map("{}.ipynb".format),
+                      st.sampled_from(NOTEBOOK_NAMES).map(str.upper), st.text(max_size=6), ODD))
+def test_start(context, name):
+    said = refusal(lambda: helpers.start(name), repr(name))
+    assert (said is None) == (name in NOTEBOOK_NAMES), said
+    if said:
+        assert said.endswith(", ".join(NOTEBOOK_NAMES))  # a notebook's name error lists the notebooks
+
+
+@FUZZ
+@given(fn=st.sampled_from([lambda torch, x: x, None, "torch.softmax"]),
+       arrays=st.sampled_from([[np.ones(4, "float16")], [], [[1.0, 2.0]], np.ones(4), None]),
+       nbytes=COUNTS, flops=COUNTS, repeat=st.one_of(st.just(20), ODD))
+def test_torch_op_without_a_gpu(context, fn, arrays, nbytes, flops, repeat):
+    sound = callable(fn) and isinstance(arrays, list) and len(arrays) == 1 and isinstance(arrays[0], np.ndarray) \
+        and count(nbytes) and count(flops) and positive_int(repeat)
+    said = refusal(lambda: context.nb.torch_op("torch op", fn, arrays, bytes=nbytes, flops=flops, repeat=repeat,
+                                               quiet=True), "fn", "arrays", "bytes", "flops", "repeat")
+    assert (said is None) == sound, said
