@@ -29,9 +29,11 @@ from tvm import s_tir
 
 import helpers
 from helpers import baselines
-from common import (NCU_MENTIONED, ONLY, MatmulCheck, Study, Variant, beside_cublas, cli, dry_run, launch_checked,
-                    matmul_table, measure_matmuls, ncu_first, ncu_rows, notebook_functions, one_of, only, print_ptxas,
-                    profile_side_by_side)
+from lesson_code import notebook_functions
+from ncu import NCU_MENTIONED, launch_checked, ncu_first, ncu_rows, profile_side_by_side
+from study import Study, cli, one_of
+from variants import (MatmulCheck, ONLY, Variant, beside_cublas, dry_run, matmul_table, measure_matmuls, only,
+                      print_ptxas)
 
 SQUARE, RECT, PADDED = (4096, 4096, 4096), (1024, 512, 2048), (1000, 1000, 1000)
 
@@ -493,12 +495,14 @@ def measure(variants: list[Variant], shapes, budget_s: float, rerun=None) -> int
               flush=True)
     results = measure_matmuls(variants, check, 1e-4, timing, deadline)
     if rerun:
-        results += measure_matmuls(rerun(results), check, 1e-4, timing, deadline)
+        again = rerun(results)
+        results += measure_matmuls(again, check, 1e-4, timing, deadline)
+        variants = variants + again
     for prefix in ("sh ", "lb ") if rerun else ("",):
-        print_ptxas([r for r in results if r.variant.name.startswith(prefix)], 4,
+        print_ptxas([r for r in results if r.name.startswith(prefix)], variants, 4,
                     f"the fastest '{prefix.strip()}' variants" if prefix else "the fastest variants")
-    print("\nfp32; % of cuBLAS fp32 (TF32 off) of the same shape, same run")
-    print(matmul_table(results, cublas))
+    print()
+    matmul_table(results, cublas, "fp32; % of cuBLAS fp32 (TF32 off) of the same shape, same run")
     return 0
 
 
@@ -510,10 +514,10 @@ def sweep(args) -> int:
 
     def best_three_at_rect(results):
         """The three fastest of each family (shared, local) at 4096^3, again at 1024 x 512 x 2048."""
-        square = [r for r in results if r.ms and r.variant.shape == SQUARE]
-        return [sweep_variant(r.variant.name, RECT, builders[r.variant.name])
+        square = [r for r in results if r.ms and tuple(r.shape) == SQUARE]
+        return [sweep_variant(r.name, RECT, builders[r.name])
                 for prefix in ("sh ", "lb ")
-                for r in sorted((r for r in square if r.variant.name.startswith(prefix)), key=lambda r: r.ms)[:3]]
+                for r in sorted((r for r in square if r.name.startswith(prefix)), key=lambda r: r.ms)[:3]]
 
     return measure(variants, [SQUARE, RECT], 215, best_three_at_rect)
 

@@ -39,9 +39,11 @@ import tvm
 from tvm.s_tir.tensor_intrin.cuda import get_mma_intrin_group, shared_16x16_to_ldmatrix_32x8_layout
 
 import helpers
-from common import (NCU_MENTIONED, TENSOR_PIPE_ROWS, Study, Variant, blockize_fragments, cli, dry_run,
-                    fp16_matmuls_beside_cublas, launch_checked, ncu_rows, notebook_code, notebook_template, one_of,
-                    profile_side_by_side, tile_copy)
+from lesson_code import notebook_code, notebook_template
+from ncu import NCU_MENTIONED, TENSOR_PIPE_ROWS, launch_checked, ncu_rows, profile_side_by_side
+from schedules import blockize_fragments, tile_copy
+from study import Study, cli, one_of
+from variants import Variant, dry_run, fp16_matmuls_beside_cublas
 from helpers import MMA_STORE_PAIRS, baselines
 from helpers.tuned import _as_module
 

@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 
 import helpers
-from common import describe_cuda, notebook_template
+from lesson_code import notebook_template
+from variants import describe_cuda
 from helpers.tuned import RECORD_FILE, _as_module
 from helpers.tuning import SPACES, space_name
 

@@ -62,28 +62,15 @@ from tvm.script import tirx as T
 
 import helpers
 from helpers import baselines
-from common import (NCU_MENTIONED, ONLY, TENSOR_PIPE_ROWS, MatmulCheck, Study, Variant, beside_cublas, cli,
-                    code_cells, dry_run, fp16_matmuls_beside_cublas, import_code, launch_checked, ncu_rows,
-                    notebook_code, one_of, profile_side_by_side)
+from lesson_code import hopper_code, notebook_code
+from ncu import NCU_MENTIONED, TENSOR_PIPE_ROWS, launch_checked, ncu_rows, profile_side_by_side
+from study import Study, cli, one_of, table
+from variants import MatmulCheck, ONLY, Variant, beside_cublas, dry_run, fp16_matmuls_beside_cublas
 
 N = 4096
 SHAPE = (N, N, N)
 
-# The kernels and the designs compared are notebooks 07's and 08's: 07's cell of constants (VARIANTS:
-# name -> block_n, stages, specialized), its ladder (wgmma_matmul, tma_copy, tma_matmul), its macros
-# and `hopper_matmul`; 08's macros and `persistent_matmul`, run together as one module.
-HOPPER_07 = ("BM, BK = ", "@T.macro", "def hopper_matmul(", "def tma_copy(", "def tma_matmul(")
-HOPPER_08 = ("@T.macro", "def persistent_matmul(", "def cluster_matmul(")
-
-
-def hopper_code(*more_08: str):
-    """Notebook 07's kernel cells, then notebook 08's (those holding HOPPER_08 or `more_08`), as one module."""
-    cells = [c for c in code_cells("07_hopper_wgmma_tma") if any(m in c for m in HOPPER_07)]
-    cells += [c for c in code_cells("08_hopper_persistent_kernel") if any(m in c for m in HOPPER_08 + more_08)]
-    return import_code("\n\n\n".join(cells), "hopper_code")
-
-
-NOTEBOOK = hopper_code()
+NOTEBOOK = hopper_code()  # notebook 07's kernels (VARIANTS: name -> block_n, stages, specialized) and 08's
 KERNELS = NOTEBOOK.VARIANTS
 
 
@@ -450,9 +437,9 @@ def small(args) -> int:
         rows.append([f"{v.name}, rel err {err:.1e}", f"{us['tvm']:.2f}", f"{host_us(ex.mod['main'], data.args):.2f}",
                      f"{us['graph']:.2f}", f"{us['blas graph']:.2f}", f"{us['blas eager']:.2f}", f"{ratio:.1%}"])
         print(" | ".join(rows[-1]), flush=True)
-    print(f"\n{helpers.local_gpu_spec().name}: the searched kernel and cuBLAS (fp16 A and B, fp32 C), microseconds "
-          "per call, median of 15 alternating rounds")
-    print(helpers.text_table(rows))
+    print()
+    table(rows, f"{helpers.local_gpu_spec().name}: the searched kernel and cuBLAS (fp16 A and B, fp32 C), "
+          "microseconds per call, median of 15 alternating rounds")
     status = 0
     for shape in SMALL:
         size = "x".join(map(str, shape))

@@ -27,7 +27,6 @@ tune: MetaSchedule (default CUDA space) on the fp16 softmax at 4096 x 4096; the 
 
 from __future__ import annotations
 
-import os
 import statistics
 import sys
 import tarfile
@@ -41,7 +40,8 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 import helpers
-from common import ONLY, Study, cli, copy_module, error_line
+from study import Study, cli, error_line, output_dir
+from variants import ONLY
 from helpers import baselines, bench
 
 BUDGET_S = 420  # a study starts no new variant after this many seconds
@@ -591,7 +591,7 @@ def tune(args) -> int:
     mod = softmax_module(4096, 4096, "float16")
     run = tuning.tune(mod["main"], work, trials=args.trials, minutes=args.minutes)
     print(run)
-    out = Path(os.environ.get("OUT") or ".")
+    out = output_dir(Path("."))
     with tarfile.open(out / "tuned-softmax_fp16_4096.tgz", "w:gz") as tar:
         tar.add(work, arcname=work.name)
     best = run.best

@@ -21,7 +21,8 @@ import numpy as np
 import tvm
 
 import helpers
-from common import NCU_MENTIONED, TENSOR_PIPE_ROWS, Study, cli, error_line, ncu_rows, one_of, profile_side_by_side
+from ncu import NCU_MENTIONED, TENSOR_PIPE_ROWS, ncu_rows, profile_side_by_side
+from study import Study, cli, error_line, one_of
 from helpers import baselines, bench
 
 SHAPES = [(8, 16, 4096, 128), (4, 16, 8192, 128), (16, 16, 2048, 64), (32, 16, 1024, 128)]
