@@ -37,7 +37,7 @@ RESULTS = HERE / "results"
 
 def output_dir(default: Path = RESULTS) -> Path:
     """Where a study writes what it makes: `$OUT` when set (the project's GPU machine), else `default`.
-    The one place the experiments read the environment."""
+    The one place the experiments read $OUT."""
     return Path(os.environ.get("OUT") or default)
 
 
