@@ -144,23 +144,21 @@ EXPERIMENTS_DIR = Path(__file__).resolve().parent.parent / "gpu" / "experiments"
 
 
 def experiment_table(log: str, title: str) -> tuple[str, str, list[list[str]]]:
-    """A table from a committed experiment log, gpu/experiments/results/<log>.txt: the log's
-    first line (GPU, date, TVM and the command that made it), the line naming the table (the
-    first that contains `title`) and the table's rows (its header row first), cut at the columns
-    of its dashed rule. The notebooks show profiles this way: Nsight Compute cannot run in them."""
-    path = EXPERIMENTS_DIR / f"{log}.txt"
+    """A table a committed experiment printed, from the data its study wrote beside the log:
+    gpu/experiments/results/<log>.json. Returns the log's header line (GPU, date, TVM and the
+    command that made it), the line naming the table and the table's rows, its header row first.
+    The table is the first whose title contains `title`, or whose header row does (as the log's
+    text lays it out: that row is then the line naming it). The notebooks show profiles this way:
+    Nsight Compute cannot run in them."""
+    path = EXPERIMENTS_DIR / f"{log}.json"
     if not path.is_file():
-        raise FileNotFoundError(f"no experiment log {path.name} in {EXPERIMENTS_DIR}")
-    lines = path.read_text().splitlines()
-    try:
-        start = next(i for i, line in enumerate(lines) if title in line)
-    except StopIteration:
-        raise ValueError(f"{path.name} has no line containing {title!r}") from None
-    end = lines.index("", start) if "" in lines[start:] else len(lines)
-    # the header follows the line found, or is that line (a table with no title line above it)
-    head = start if start + 1 < len(lines) and re.fullmatch(r"-[- ]*", lines[start + 1]) else start + 1
-    rule = lines[head + 1]
-    columns = [m.start() for m in re.finditer(r"-+", rule)] + [None]
-    rows = [[line[a:b].strip() for a, b in zip(columns, columns[1:])]
-            for line in lines[head:end] if not line.startswith("--")]
-    return lines[0].lstrip("# "), lines[start], rows
+        raise FileNotFoundError(f"no experiment tables {path.name} in {EXPERIMENTS_DIR}")
+    data = json.loads(path.read_text())
+    for table in data["tables"]:
+        rows = [table["header"], *table["rows"]]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(table["header"]))]
+        header = "  ".join(c.ljust(w) for c, w in zip(table["header"], widths)).rstrip()
+        for named in (table["title"] or "", header):
+            if title in named:
+                return data["header"], named, rows
+    raise ValueError(f"{path.name} has no table whose title or header contains {title!r}")

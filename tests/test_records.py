@@ -1,4 +1,6 @@
 import json
+import types
+from pathlib import Path
 
 import pytest
 
@@ -113,35 +115,64 @@ def test_the_device_comes_from_the_first_file_that_has_one(results_dir):
     assert records.recorded_device() == {"name": "A"}
 
 
-def test_experiment_table_cuts_a_logged_table_at_its_columns(tmp_path, monkeypatch):
+def _tables(path, tables):
+    path.write_text(json.dumps({"header": "GPU X, 2026-11-25, apache-tvm 0.27; run 00:53 UTC: python3 study.py",
+                                "tables": tables}))
+
+
+def test_experiment_table_finds_a_table_by_its_title(tmp_path, monkeypatch):
     monkeypatch.setattr(records, "EXPERIMENTS_DIR", tmp_path)
-    (tmp_path / "study.txt").write_text("\n".join([
-        "# GPU X, 2026-11-25, apache-tvm 0.27; run 00:53 UTC: python3 study.py",
-        "a line before the table", "",
-        "GPU X, 4096^3 fp32",
-        "        first  second kernel",
-        "------  -----  -------------",
-        "ms      1.5    2,000.25",
-        "stalls  a, b   c 1.0, d 2.0",
-        "", "every metric, per kernel:", "  first x = 1"]) + "\n")
+    _tables(tmp_path / "study.json", [
+        {"title": "GPU X, 1024^3 fp32", "header": ["", "first"], "rows": [["ms", "0.1"]]},
+        {"title": "GPU X, 4096^3 fp32", "header": ["", "first", "second kernel"],
+         "rows": [["ms", "1.5", "2,000.25"], ["stalls", "a, b", "c 1.0, d 2.0"]]}])
     made, title, rows = records.experiment_table("study", "4096^3")
     assert made == "GPU X, 2026-11-25, apache-tvm 0.27; run 00:53 UTC: python3 study.py"
     assert title == "GPU X, 4096^3 fp32"
     assert rows == [["", "first", "second kernel"], ["ms", "1.5", "2,000.25"], ["stalls", "a, b", "c 1.0, d 2.0"]]
 
 
+def test_a_table_without_a_title_is_named_by_its_header_as_the_log_prints_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(records, "EXPERIMENTS_DIR", tmp_path)
+    _tables(tmp_path / "study.json", [{"title": None, "header": ["variant", "ms", "note"],
+                                       "rows": [["copy 2^20", "0.0043", "fits in L2"], ["add", "1.25", ""]]}])
+    _, title, rows = records.experiment_table("study", "variant")
+    assert title == "variant    ms      note"
+    assert rows[1:] == [["copy 2^20", "0.0043", "fits in L2"], ["add", "1.25", ""]]
+
+
 def test_experiment_table_names_what_it_cannot_find(tmp_path, monkeypatch):
     monkeypatch.setattr(records, "EXPERIMENTS_DIR", tmp_path)
-    with pytest.raises(FileNotFoundError, match="no experiment log missing.txt"):
+    with pytest.raises(FileNotFoundError, match="no experiment tables missing.json"):
         records.experiment_table("missing", "anything")
-    (tmp_path / "study.txt").write_text("# header\nno table here\n")
-    with pytest.raises(ValueError, match="study.txt has no line containing 'fp64'"):
+    _tables(tmp_path / "study.json", [{"title": "fp32", "header": ["a"], "rows": []}])
+    with pytest.raises(ValueError, match="study.json has no table whose title or header contains 'fp64'"):
         records.experiment_table("study", "fp64")
+
+
+def test_a_study_writes_the_tables_it_prints_as_experiment_table_reads_them(tmp_path, monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(Path(records.__file__).parents[1] / "gpu" / "experiments"))
+    import study
+
+    monkeypatch.setattr(records, "EXPERIMENTS_DIR", tmp_path)
+    monkeypatch.setattr(study.helpers, "local_gpu_spec", lambda: types.SimpleNamespace(name="GPU X"))
+    with study.logged(tmp_path / "script.study.txt", "python3 gpu/experiments/script.py study"):
+        print("a line before the tables")
+        study.table([["variant", "ms"], ["copy", 0.5]])
+        print()
+        study.table([["", "first"], ["ms", "1.5"]], "GPU X, 4096^3 fp16")
+    made, title, rows = records.experiment_table("script.study", "4096^3")
+    assert made.endswith("UTC: python3 gpu/experiments/script.py study") and title == "GPU X, 4096^3 fp16"
+    assert rows == [["", "first"], ["ms", "1.5"]]
+    assert records.experiment_table("script.study", "variant")[1:] == ("variant  ms", [["variant", "ms"], ["copy", "0.5"]])
+    log = (tmp_path / "script.study.txt").read_text().splitlines()
+    assert log[0] == f"# {made}" and log[1:] == ["a line before the tables", "variant  ms", "-------  ---", "copy     0.5",
+                                                  "", "GPU X, 4096^3 fp16", "    first", "--  -----", "ms  1.5"]
 
 
 @pytest.mark.parametrize("log, title, kernels", [("03_04_matmul.profile", "fp32 (cuBLAS", 3),
                                                  ("06_fp16.profile", "4096^3 fp16", 5)])
-def test_the_profiles_the_notebooks_show_parse_into_full_rows(log, title, kernels):
+def test_the_profiles_the_notebooks_show_have_full_rows(log, title, kernels):
     made, _, rows = records.experiment_table(log, title)
     assert made.startswith("NVIDIA H100") and "gpu/experiments/" in made
     assert len(rows) > 10 and all(len(row) == kernels + 1 and all(row[1:]) for row in rows), rows

@@ -23,7 +23,9 @@ import numpy as np
 import tvm
 
 import helpers
-from common import Study, Variant, cli, copy_module, dry_run, error_line
+from schedules import copy_module
+from study import Study, cli, error_line, table
+from variants import Variant, dry_run
 from helpers import baselines, bench
 
 SIZES = [1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]  # floats per array
@@ -185,8 +187,7 @@ def sweep(args) -> int:
     rows = tensorir_copies(spec, dev) + torch_copies(spec) + cublas(spec)
     notebook_rows, records = notebook_records(session)
     print()
-    print(helpers.text_table([("variant", "ms", "GB/s", "TFLOP/s", "rel err", "% of ref", "note"), *rows,
-                              *notebook_rows]))
+    table([("variant", "ms", "GB/s", "TFLOP/s", "rel err", "% of ref", "note"), *rows, *notebook_rows])
     print(f"\ntotal {time.time() - t_start:.0f} s")
     print("RECORDS_JSON " + json.dumps({"device": spec.to_dict(), "measurements": records}))
     return 0

@@ -38,7 +38,10 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 import helpers
-from common import Study, Variant, cli, copy_module, dry_run, error_line, ncu_raw, under_ncu
+from ncu import ncu_raw, under_ncu
+from schedules import copy_module
+from study import Study, cli, error_line, table
+from variants import Variant, dry_run
 from helpers import baselines
 
 N24 = 1 << 24
@@ -311,7 +314,7 @@ def sweep(args) -> int:
         if gbps and section in "BCE" and gbps > best.get(section, (0,))[0]:
             best[section] = (gbps, name, pct)
     print()
-    print(helpers.text_table(rows))
+    table(rows)
     for n in sorted(best_copy):
         print(f"best TensorIR copy 2^{log2(n)}: {best_copy[n]:,.0f} GB/s")
     for section, (gbps, name, pct) in sorted(best.items()):

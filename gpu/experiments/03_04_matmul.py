@@ -25,272 +25,17 @@ import time
 
 import numpy as np
 import tvm
-from tvm import s_tir
 
 import helpers
 from helpers import baselines
-from common import (NCU_MENTIONED, ONLY, MatmulCheck, Study, Variant, beside_cublas, cli, dry_run, launch_checked,
-                    matmul_table, measure_matmuls, ncu_first, ncu_rows, notebook_functions, one_of, only, print_ptxas,
-                    profile_side_by_side)
+from lesson_code import notebook_functions
+from matmul_fp32 import dlight_default, local_blocking, naive, naive_256, shared_blocking, threads_1d, threads_2d
+from ncu import NCU_MENTIONED, launch_checked, ncu_first, ncu_rows, profile_side_by_side
+from study import Study, cli, one_of
+from variants import (MatmulCheck, ONLY, Variant, beside_cublas, dry_run, matmul_table, measure_matmuls, only,
+                      print_ptxas)
 
 SQUARE, RECT, PADDED = (4096, 4096, 4096), (1024, 512, 2048), (1000, 1000, 1000)
-
-
-# ------------------------------------------------------------------ the schedules
-
-
-def matmul_module(M, N, K) -> tvm.IRModule:
-    """C = A @ B in float32, A of M x K, B of K x N; its kernel is named main_kernel, as in the
-    recorded results."""
-    return tvm.IRModule({"main": helpers.matmul_workload(M, N, K).with_attr("global_symbol", "main")})
-
-
-# ------------------------------------------------------------------ the ladder (03)
-
-
-def naive(M, N, K):
-    sch = s_tir.Schedule(matmul_module(M, N, K))
-    i, j, k = sch.get_loops(sch.get_sblock("C"))
-    sch.bind(i, "blockIdx.y")
-    sch.bind(j, "blockIdx.x")
-    return sch
-
-
-def naive_256(M, N, K):
-    """One thread per output, 256 threads per block along j (coalesced B, broadcast A)."""
-    sch = s_tir.Schedule(matmul_module(M, N, K))
-    i, j, k = sch.get_loops(sch.get_sblock("C"))
-    j0, j1 = sch.split(j, [None, 256])
-    sch.bind(i, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
-    sch.bind(j1, "threadIdx.x")
-    return sch
-
-
-def threads_1d(M, N, K, tx=32):
-    sch = s_tir.Schedule(matmul_module(M, N, K))
-    i, j, k = sch.get_loops(sch.get_sblock("C"))
-    j0, j1 = sch.split(j, [None, tx])
-    sch.reorder(i, j0, j1)
-    sch.bind(i, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
-    sch.bind(j1, "threadIdx.x")
-    return sch
-
-
-def threads_2d(M, N, K, ty=32, tx=32, strided=False):
-    """2D thread blocks. strided=True binds threadIdx.x to i (a warp reads a column of A: strided)."""
-    sch = s_tir.Schedule(matmul_module(M, N, K))
-    i, j, k = sch.get_loops(sch.get_sblock("C"))
-    i0, i1 = sch.split(i, [None, ty])
-    j0, j1 = sch.split(j, [None, tx])
-    sch.reorder(i0, j0, i1, j1)
-    sch.bind(i0, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
-    sch.bind(i1, "threadIdx.x" if strided else "threadIdx.y")
-    sch.bind(j1, "threadIdx.y" if strided else "threadIdx.x")
-    return sch
-
-
-def inline_padding(sch):
-    for b in ("A_pad", "B_pad"):
-        try:
-            sch.compute_inline(sch.get_sblock(b))
-        except Exception:
-            pass  # that operand needed no padding
-    try:
-        sch.reverse_compute_inline(sch.get_sblock("C_pad"))
-    except Exception:
-        pass
-
-
-def accumulate_in_registers(M, N, K, tiles, pad: bool):
-    """A schedule of the matmul whose block `C` accumulates into registers (`C_local`); with `pad`,
-    its loops first padded to multiples of the block tile (zeros in, the padding cut off on the way
-    out), for shapes the tiles do not divide. Returns the schedule, the block and its C_local."""
-    ly, lx, by, bx, tk = tiles
-    sch = s_tir.Schedule(matmul_module(M, N, K))
-    blk = sch.get_sblock("C")
-    if pad:
-        sch.pad_einsum(blk, [by * ly, bx * lx, tk])
-    return sch, blk, sch.cache_write(blk, 0, "local")
-
-
-def registers(sch, blk, loop, extents, loops=None):
-    """Copy the A and B values a thread needs per iteration of `loop` (or of `loops`, one per
-    operand) into registers, with the widest vector load (4 or 2 floats) that divides their
-    innermost extents `extents`."""
-    for idx, ext, at in zip((0, 1), extents, loops or (loop, loop)):
-        r = sch.cache_read(blk, idx, "local")
-        sch.compute_at(r, at)
-        width = next((w for w in (4, 2) if ext % w == 0), None)
-        if width:
-            _, v = sch.split(sch.get_loops(r)[-1], [None, width])
-            sch.vectorize(v)
-
-
-def finish(sch, blk, k0, unrolled, padded: bool):
-    """Unroll the loops inside a k step (register indices become constants), fold the padding of a
-    padded schedule into its loads and stores, and zero the accumulators once, before the k loop."""
-    for loop in unrolled:
-        sch.unroll(loop)
-    if padded:
-        inline_padding(sch)
-    sch.decompose_reduction(blk, k0)
-
-
-def local_blocking(M, N, K, tiles, wj=None, local_ab=False, unroll=True, pad=False):
-    """tiles = (ly, lx, by, bx, tk): each thread ly x lx outputs, by x bx threads, k step tk.
-
-    wj: if smaller than lx, a thread's lx columns are lx/wj groups of wj, interleaved with the
-    other threads' (vthread.x), so that a warp's reads of B are contiguous.
-    local_ab: stage A (ly x tk) and B (tk x lx) in registers with vector loads each k step.
-    """
-    ly, lx, by, bx, tk = tiles
-    wj = wj or lx
-    sch, blk, c_local = accumulate_in_registers(M, N, K, tiles, pad)
-    i, j, k = sch.get_loops(blk)
-    i0, i1, i2 = sch.split(i, [None, by, ly])
-    j0, jv, j1, jw = sch.split(j, [None, lx // wj, bx, wj])
-    k0, k1 = sch.split(k, [None, tk])
-    sch.reorder(i0, j0, jv, i1, j1, k0, k1, i2, jw)
-    sch.reverse_compute_at(c_local, j1)
-    sch.bind(i0, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
-    sch.bind(jv, "vthread.x")
-    sch.bind(i1, "threadIdx.y")
-    sch.bind(j1, "threadIdx.x")
-    if local_ab:
-        registers(sch, blk, k0, (tk, wj))
-    finish(sch, blk, k0, (k1, i2, jw) if unroll else (), pad)
-    return sch
-
-
-# ------------------------------------------------------------------ shared memory (04)
-
-
-def shared_blocking(M, N, K, tiles, vec=4, pad=0, wj=None, wi=None, local_ab=False, stages=0,
-                    async_copy=False, a_transposed=False, fuse_threads=False, pipeline_order=None,
-                    fetch_strided=False, pad_shape=False, a_ahead=0, through_registers=False,
-                    fragments_ahead=False, a_lanes_down=False):
-    """tiles = (ly, lx, by, bx, tk). Block tile (by*ly) x (bx*lx), k tile tk, staged in shared
-    memory by a cooperative, `vec`-wide vectorized fetch; accumulators in registers.
-
-    pad: storage_align offset (floats) for both shared tiles' rows (0 = no padding).
-    wj / wi: interleave a thread's columns / rows in groups of wj / wi (vthreads).
-    local_ab: copy the A column and B row a thread needs per k into registers (vectorized).
-    stages: 2 = software pipelining (double buffer) of the shared fetch over the k loop.
-    a_transposed: store the A tile as [k][i] in shared memory.
-    a_ahead: with local_ab and A stored [i][k], load a thread's A for `a_ahead` k steps at once,
-    a float4 along k per row, instead of one scalar per row and k step.
-    through_registers: with stages=2, each thread loads its share of the next tiles into registers
-    at the top of a k step and stores them into shared memory after computing on the current ones
-    (the loads' latency hides behind the arithmetic); a thread's share is adjacent rows, so that
-    its registers are one small array.
-    a_lanes_down: with through_registers and a_transposed, the lanes of a warp take consecutive
-    rows of the A tile (each thread a run along k of one row), so that the transposed stores of
-    a warp hit 32 different banks; otherwise 4 lanes share a row and 2 lanes a bank.
-    fragments_ahead: pipeline the k1 loop too: load a thread's A and B values of k step k1+1 from
-    shared memory into registers while computing on those of k1.
-    """
-    ly, lx, by, bx, tk = tiles
-    wj = wj or lx
-    wi = wi or ly
-    sch, blk, c_local = accumulate_in_registers(M, N, K, tiles, pad_shape)
-    i, j, k = sch.get_loops(blk)
-    i0, iv, i1, iw = sch.split(i, [None, ly // wi, by, wi])
-    j0, jv, j1, jw = sch.split(j, [None, lx // wj, bx, wj])
-    if a_ahead:
-        k0, ka, k1 = sch.split(k, [None, tk // a_ahead, a_ahead])
-        sch.reorder(i0, j0, iv, jv, i1, j1, k0, ka, k1, iw, jw)
-    else:
-        k0, k1 = sch.split(k, [None, tk])
-        sch.reorder(i0, j0, iv, jv, i1, j1, k0, k1, iw, jw)
-    sch.reverse_compute_at(c_local, j1)
-    sch.bind(i0, "blockIdx.y")
-    sch.bind(j0, "blockIdx.x")
-    sch.bind(iv, "vthread.y")
-    sch.bind(jv, "vthread.x")
-    if fuse_threads:
-        sch.bind(sch.fuse(i1, j1), "threadIdx.x")
-    else:
-        sch.bind(i1, "threadIdx.y")
-        sch.bind(j1, "threadIdx.x")
-    fetches = []
-    for idx in (0, 1):
-        s = sch.cache_read(blk, idx, "shared")
-        sch.compute_at(s, k0)
-        if through_registers:
-            r = sch.cache_read(s, 0, "local")
-            sch.compute_at(r, k0)
-            chunks = (by * ly * tk if idx == 0 else tk * bx * lx) // vec
-            for stage in (r, s):  # the same threads copy the same elements: registers, then shared
-                rows, cols = sch.get_loops(stage)[-2:]
-                if idx == 0 and a_lanes_down:  # lane = row: each thread a run of k of one row
-                    c0, r1, v = sch.split(cols, [by * bx // (by * ly), None, vec])
-                    sch.reorder(c0, rows, r1, v)
-                    threads = sch.fuse(c0, rows)
-                else:
-                    r0, r1 = sch.split(rows, [None, chunks // (by * bx)])  # adjacent rows per thread
-                    c0, v = sch.split(cols, [None, vec])
-                    sch.reorder(r0, c0, r1, v)
-                    threads = sch.fuse(r0, c0)
-                ty, tx = sch.split(threads, [by, bx])
-                sch.bind(ty, "threadIdx.y")
-                sch.bind(tx, "threadIdx.x")
-                sch.unroll(r1)
-                sch.vectorize(v)
-        if idx == 0 and a_transposed:
-            sch.transform_layout(s, ("write", 0), lambda a, b: (b, a))
-        if not through_registers:  # the shared copy's own loops (through_registers split them above)
-            fused = sch.fuse(*sch.get_loops(s)[-2:])
-            if fuse_threads:
-                _, tx, v = sch.split(fused, [None, by * bx, vec])
-                sch.bind(tx, "threadIdx.x")
-            elif fetch_strided:  # each thread fetches a contiguous run: a warp's reads are strided
-                ty, tx, _, v = sch.split(fused, [by, bx, None, vec])
-                sch.bind(ty, "threadIdx.y")
-                sch.bind(tx, "threadIdx.x")
-            else:
-                _, ty, tx, v = sch.split(fused, [None, by, bx, vec])
-                sch.bind(ty, "threadIdx.y")
-                sch.bind(tx, "threadIdx.x")
-            sch.vectorize(v)
-        if pad:  # row stride = row length + pad (mod 32 banks)
-            row = tk if (idx == 0 and not a_transposed) else (by * ly if idx == 0 else bx * lx)
-            sch.storage_align(s, 0, axis=0, factor=min(row, 32), offset=pad)
-        fetches.append(s)
-    if local_ab and a_ahead:  # A: wi rows x a_ahead k values, along k; B: one k step's wj columns
-        registers(sch, blk, None, (a_ahead, wj), loops=(ka, k1))
-    elif local_ab:
-        registers(sch, blk, k1, (wi, wj))
-    finish(sch, blk, k0, ((ka,) if a_ahead else ()) + (k1, iw, jw), pad_shape)
-    if fragments_ahead:  # children of k1: A to registers, B to registers, the multiply-adds
-        sch.annotate(k1, "software_pipeline_stage", [0, 0, 1])
-        sch.annotate(k1, "software_pipeline_order", [0, 1, 2])
-    compute = 3 if fragments_ahead else 1  # a pipelined k1 nest becomes prologue, loop and epilogue
-    if stages and through_registers:
-        # children of k0: A to registers, A to shared, the same for B, the k1 compute nest: load the
-        # next tiles into registers first, compute on the current ones, then store the next ones
-        sch.annotate(k0, "software_pipeline_stage", [0, 0, 0, 0] + [1] * compute)
-        sch.annotate(k0, "software_pipeline_order", [0, 2 + compute, 1, 3 + compute] + [2 + n for n in range(compute)])
-    elif stages:
-        # children of k0: A fetch, B fetch, k1 compute nest
-        sch.annotate(k0, "software_pipeline_stage", [0, 0] + [stages - 1] * compute)
-        sch.annotate(k0, "software_pipeline_order", pipeline_order or list(range(2 + compute)))
-        if async_copy:
-            sch.annotate(k0, "software_pipeline_async_stages", [0])
-    return sch
-
-
-def dlight_default(M, N, K):
-    from tvm.s_tir import dlight as dl
-
-    mod = matmul_module(M, N, K)
-    target = helpers.make_target()
-    with target:
-        mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul())(mod)
-    return mod
 
 
 # ------------------------------------------------------------------ the variants
@@ -299,13 +44,23 @@ def dlight_default(M, N, K):
 def sweep_variants() -> list[tuple]:
     """(name, shape, builder(M, N, K)) of every variant, the most promising first: the time guard
     cuts from the end."""
-    S, R, P = SQUARE, RECT, PADDED
     V = []
 
     def add(name, shape, fn):
         V.append((name, shape, fn))
 
-    # shapes the tiles do not divide, padded (pad_einsum)
+    padded_shapes(add)
+    ladder(add, RECT, ("naive 1 thread/block", naive), ("naive 256/block", naive_256))  # the first steps (fast)
+    shared_tiles(add)  # 04: shared-memory blocking, the most important goal
+    shared_pipelines_and_fetches(add)
+    local_tiles(add)  # 03: local blocking (no shared memory)
+    ladder(add, SQUARE, ("dlight default", dlight_default), ("naive 1 thread/block", naive))
+    return sorted(V, key=priority)
+
+
+def padded_shapes(add):
+    """Shapes the tiles do not divide, padded (pad_einsum)."""
+    P = PADDED
     add("lb (8, 8, 16, 16, 8) wj4 lab padded", P,
         lambda M, N, K: local_blocking(M, N, K, (8, 8, 16, 16, 8), wj=4, local_ab=True, pad=True))
     add("sh (8, 8, 16, 16, 8) At lab pad4 padded", P,
@@ -316,17 +71,18 @@ def sweep_variants() -> list[tuple]:
     add("sh (8, 8, 16, 16, 8) lab pad4 padded 1000x1000x1001", (1000, 1000, 1001),
         lambda M, N, K: shared_blocking(M, N, K, (8, 8, 16, 16, 8), 4, pad=4, wj=4, wi=4, local_ab=True, pad_shape=True))
 
-    def ladder(shape, *last):
-        """The ladder's thread-block steps at `shape`, then the (name, builder) pairs `last`."""
-        for name, fn in [("1d threads tx32", threads_1d), ("2d threads 32x32", threads_2d),
-                         ("2d threads 32x32 strided", functools.partial(threads_2d, strided=True)),
-                         ("2d threads 16x16", functools.partial(threads_2d, ty=16, tx=16)), *last]:
-            add(name, shape, fn)
 
-    # the ladder's first steps at the seed's shape (fast)
-    ladder(R, ("naive 1 thread/block", naive), ("naive 256/block", naive_256))
+def ladder(add, shape, *last):
+    """The ladder's thread-block steps at `shape`, then the (name, builder) pairs `last`."""
+    for name, fn in [("1d threads tx32", threads_1d), ("2d threads 32x32", threads_2d),
+                     ("2d threads 32x32 strided", functools.partial(threads_2d, strided=True)),
+                     ("2d threads 16x16", functools.partial(threads_2d, ty=16, tx=16)), *last]:
+        add(name, shape, fn)
 
-    # 04: shared-memory blocking, the most important goal
+
+def shared_tiles(add):
+    """04's shared-memory blocking over block and thread tiles, layouts and fetch widths."""
+    S = SQUARE
     add("sh seed (8,8,8,8,8) v4", S, lambda M, N, K: shared_blocking(M, N, K, (8, 8, 8, 8, 8), 4, fuse_threads=True))
     add("sh (4,4,16,16,16) v4", S, lambda M, N, K: shared_blocking(M, N, K, (4, 4, 16, 16, 16), 4, fuse_threads=True))
     combos = [("At lab pad4", dict(a_transposed=True, local_ab=True, pad=4)),
@@ -346,6 +102,11 @@ def sweep_variants() -> list[tuple]:
     for vec in (1, 2):
         add(f"sh (8, 8, 16, 16, 8) At lab pad4 v{vec}", S,
             lambda M, N, K, v=vec: shared_blocking(M, N, K, (8, 8, 16, 16, 8), v, pad=4, wj=4, wi=4, local_ab=True, a_transposed=True))
+
+
+def shared_pipelines_and_fetches(add):
+    """Software pipelines of the shared tiles, coalescing of the fetch, and the bank-conflict demos."""
+    S = SQUARE
     # software pipelining (double buffering of the shared tiles)
     for tiles in [(8, 8, 16, 16, 8), (8, 8, 16, 16, 16), (8, 8, 8, 16, 8), (8, 8, 8, 16, 16)]:
         for asy in (False, True):
@@ -375,7 +136,10 @@ def sweep_variants() -> list[tuple]:
     add("sh (8, 8, 16, 16, 8) contig pad4", S, lambda M, N, K: shared_blocking(M, N, K, (8, 8, 16, 16, 8), 4, pad=4))
     add("sh (8, 8, 16, 16, 8) contig lab pad0", S, lambda M, N, K: shared_blocking(M, N, K, (8, 8, 16, 16, 8), 4, local_ab=True))
 
-    # 03: local blocking (no shared memory)
+
+def local_tiles(add):
+    """03's local blocking: a thread's tile in registers, no shared memory."""
+    S = SQUARE
     add("lb seed (8,8,8,8,4)", S, lambda M, N, K: local_blocking(M, N, K, (8, 8, 8, 8, 4), unroll=False))
     add("lb (8,8,8,8,4) unrolled", S, lambda M, N, K: local_blocking(M, N, K, (8, 8, 8, 8, 4)))
     for ly, lx in [(4, 4), (8, 4), (4, 8), (8, 8)]:
@@ -390,27 +154,24 @@ def sweep_variants() -> list[tuple]:
         add(f"lb {(ly, lx, by, bx, tk)} wj4 (no lab)", S,
             lambda M, N, K, t=(ly, lx, by, bx, tk): local_blocking(M, N, K, t, wj=4))
 
-    # the ladder
-    ladder(S, ("dlight default", dlight_default), ("naive 1 thread/block", naive))
 
-    # most promising first: the time guard cuts from the end
-    main4 = ("(8, 8, 16, 16, 8)", "(8, 8, 16, 16, 16)", "(8, 8, 8, 16, 8)", "(8, 8, 8, 16, 16)")
+MAIN4 = ("(8, 8, 16, 16, 8)", "(8, 8, 16, 16, 16)", "(8, 8, 8, 16, 8)", "(8, 8, 8, 16, 16)")  # the main tiles
 
-    def priority(v):
-        name, shape = v[0], v[1]
-        if shape not in (R, S) or shape == R or "seed" in name or name.startswith("sh (4,4,16,16,16)"):
-            return 0
-        if name.startswith("sh ") and any(t in name for t in main4):
-            return 1
-        if name.startswith("lb ") and ("(8, 8, 16, 16, 8)" in name or "(8, 8, 8, 16, 8)" in name or "unrolled" in name):
-            return 2
-        if name.startswith("sh "):
-            return 3
-        if name.startswith("lb "):
-            return 4
-        return 5
 
-    return sorted(V, key=priority)
+def priority(v) -> int:
+    """A sweep variant's rank: the most promising first, as the time guard cuts from the end."""
+    name, shape = v[0], v[1]
+    if shape not in (RECT, SQUARE) or shape == RECT or "seed" in name or name.startswith("sh (4,4,16,16,16)"):
+        return 0
+    if name.startswith("sh ") and any(t in name for t in MAIN4):
+        return 1
+    if name.startswith("lb ") and ("(8, 8, 16, 16, 8)" in name or "(8, 8, 8, 16, 8)" in name or "unrolled" in name):
+        return 2
+    if name.startswith("sh "):
+        return 3
+    if name.startswith("lb "):
+        return 4
+    return 5
 
 
 # ------------------------------------------------------------------ the notebooks' own schedules
@@ -493,12 +254,14 @@ def measure(variants: list[Variant], shapes, budget_s: float, rerun=None) -> int
               flush=True)
     results = measure_matmuls(variants, check, 1e-4, timing, deadline)
     if rerun:
-        results += measure_matmuls(rerun(results), check, 1e-4, timing, deadline)
+        again = rerun(results)
+        results += measure_matmuls(again, check, 1e-4, timing, deadline)
+        variants = variants + again
     for prefix in ("sh ", "lb ") if rerun else ("",):
-        print_ptxas([r for r in results if r.variant.name.startswith(prefix)], 4,
+        print_ptxas([r for r in results if r.name.startswith(prefix)], variants, 4,
                     f"the fastest '{prefix.strip()}' variants" if prefix else "the fastest variants")
-    print("\nfp32; % of cuBLAS fp32 (TF32 off) of the same shape, same run")
-    print(matmul_table(results, cublas))
+    print()
+    matmul_table(results, cublas, "fp32; % of cuBLAS fp32 (TF32 off) of the same shape, same run")
     return 0
 
 
@@ -510,10 +273,10 @@ def sweep(args) -> int:
 
     def best_three_at_rect(results):
         """The three fastest of each family (shared, local) at 4096^3, again at 1024 x 512 x 2048."""
-        square = [r for r in results if r.ms and r.variant.shape == SQUARE]
-        return [sweep_variant(r.variant.name, RECT, builders[r.variant.name])
+        square = [r for r in results if r.ms and tuple(r.shape) == SQUARE]
+        return [sweep_variant(r.name, RECT, builders[r.name])
                 for prefix in ("sh ", "lb ")
-                for r in sorted((r for r in square if r.variant.name.startswith(prefix)), key=lambda r: r.ms)[:3]]
+                for r in sorted((r for r in square if r.name.startswith(prefix)), key=lambda r: r.ms)[:3]]
 
     return measure(variants, [SQUARE, RECT], 215, best_three_at_rect)
 

@@ -30,8 +30,9 @@ from tvm import s_tir
 from tvm.s_tir.tensor_intrin.cuda import get_wmma_intrin_group
 
 import helpers
-from common import (ONLY, MatmulCheck, Study, Variant, blockize_fragments, cli, dry_run, matmul_table, measure_matmuls,
-                    only, print_ptxas, tile_copy)
+from schedules import blockize_fragments, tile_copy
+from study import Study, cli
+from variants import MatmulCheck, ONLY, Variant, dry_run, matmul_table, measure_matmuls, only, print_ptxas
 
 SHAPE = (4096, 4096, 4096)
 ASYNC = {"tirx.use_async_copy": True}  # cp.async needs this compiler option besides the annotation
@@ -349,10 +350,11 @@ def measure(variants: list[Variant]) -> int:
     results = measure_matmuls(
         variants, lambda shape: MatmulCheck(shape, "float16", b_transposed=True, precision="float32"), 1e-3,
         lambda _: dict(repeat=7, warmup=2, min_repeat_ms=15), deadline)
-    print_ptxas(results, 4)
-    print(f"\n{'x'.join(map(str, SHAPE))}, fp16 A (M x K), fp16 B (N x K), fp32 C; tolerance 1e-3 against torch "
-          f"fp32; {tvm.cuda(0).device_name}; TVM {tvm.__version__}; % of cuBLAS fp16 NT (fp16 C)")
-    print(matmul_table(results, {SHAPE: nt}))
+    print_ptxas(results, variants, 4)
+    print()
+    matmul_table(results, {SHAPE: nt}, f"{'x'.join(map(str, SHAPE))}, fp16 A (M x K), fp16 B (N x K), fp32 C; "
+                 f"tolerance 1e-3 against torch fp32; {tvm.cuda(0).device_name}; TVM {tvm.__version__}; "
+                 "% of cuBLAS fp16 NT (fp16 C)")
     return 0
 
 

@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 
 import helpers
-from common import describe_cuda, notebook_template
+from lesson_code import notebook_template
+from variants import describe_cuda
 from helpers.tuned import RECORD_FILE, _as_module
 from helpers.tuning import SPACES, space_name
 
@@ -244,7 +245,6 @@ def main(argv=None) -> int:
     if not helpers.gpu_available():
         print("no GPU visible: use --dry here", file=sys.stderr)
         return 2
-    import tvm
 
     spec = helpers.local_gpu_spec()
     work = args.work_dir or default_work_dir(args.kind, n, args.template)
@@ -259,7 +259,15 @@ def main(argv=None) -> int:
 
     blas_ms = helpers.cublas_time(n, n, n, blas_dtype, transpose_b=trans_b)
     print(f"cuBLAS {blas_dtype}: {blas_ms:.4f} ms, {flop / blas_ms / 1e9:,.1f} TFLOP/s" if blas_ms else "no cuBLAS baseline", flush=True)
+    run = tune_within(args, func, space, work, log_file, t0)
+    rows, best_ok = check_top_records(args, func, work, blas_ms)
+    report(args, work, before, run, rows, best_ok, blas_ms, t0)
+    return 0
 
+
+def tune_within(args, func, space, work, log_file, t0):
+    """MetaSchedule's search into the database at `work`, for what is left of --minutes once the
+    final check's time is set aside; its run, or None if there was no time or it failed."""
     # leave time for the final check: rebuilding, checking and timing --top records
     reserve = 60 + 15 * args.top
     tune_minutes = (args.minutes * 60 - (time.time() - t0) - reserve) / 60
@@ -276,7 +284,17 @@ def main(argv=None) -> int:
             print(run, flush=True)
         except Exception:  # noqa: BLE001
             print("tuning failed:\n" + traceback.format_exc()[-3000:], flush=True)
+    return run
 
+
+def check_top_records(args, func, work, blas_ms):
+    """The database's --top records rebuilt, checked against float64 and timed, beside cuBLAS; a
+    wrong kernel's record removed, the database pruned to --keep. Returns the table's rows
+    (name, ms, TFLOP/s, error, % of cuBLAS) and the fastest correct record (ms, rank) or None."""
+    import tvm
+
+    dtype, acc, trans_b, _, blas_dtype, tol, _ = KINDS[args.kind]
+    n, flop = args.n, 2.0 * args.n ** 3
     rows = []
     if blas_ms:
         rows.append((f"cuBLAS {blas_dtype}{' (B transposed)' if trans_b else ''}", blas_ms, flop / blas_ms / 1e9, None, "100%"))
@@ -319,7 +337,12 @@ def main(argv=None) -> int:
         dropped = prune(work, args.keep)
         if dropped:
             print(f"pruned {dropped} record(s): failed candidates and all but the best {args.keep}")
+    return rows, best_ok
 
+
+def report(args, work, before, run, rows, best_ok, blas_ms, t0) -> None:
+    """The database's size, what this run's search did, the checked records' table and the best."""
+    blas_dtype, flop = KINDS[args.kind][4], 2.0 * args.n ** 3
     total = len((work / RECORD_FILE).read_text().splitlines()) if (work / RECORD_FILE).exists() else 0
     sizes = ", ".join(f"{p.name} {p.stat().st_size / 1e6:.2f} MB" for p in sorted(work.glob("*.json")))
     print(f"\ndatabase {work}: {total} records ({total - before:+d} this run); {sizes}")
@@ -334,7 +357,6 @@ def main(argv=None) -> int:
         print(f"\nbest checked kernel: #{best_ok[1]}, {best_ok[0]:.4f} ms, {flop / best_ok[0] / 1e9:,.1f} TFLOP/s"
               + (f", {blas_ms / best_ok[0]:.1%} of cuBLAS {blas_dtype}" if blas_ms else ""))
     print(f"total {time.time() - t0:.0f} s")
-    return 0
 
 
 if __name__ == "__main__":

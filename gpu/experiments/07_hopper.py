@@ -29,10 +29,11 @@ The studies:
   epilogue  the persistent kernel (grouped order) writing C from its registers or through shared
           memory and the TMA, in fp32 and fp16: each checked against float64, then timed in rounds
           alternating with cuBLAS writing C in the same type
-  cluster   the same kernel in 2-block clusters: the two blocks of a pair compute tiles one above
-          the other and share B's tile, each loading half of it into both (TMA multicast)
-  profile   the persistent kernel, in clusters, and with B multicast, under Nsight Compute side by
-          side (stall reasons, pipes, memory): where the multicast pair waits
+  cluster   notebook 08's cluster kernel: the two blocks of a pair compute tiles one above the other
+          and share B's tile, each loading half of it into both (TMA multicast), beside the
+          persistent kernel
+  profile   the persistent kernel and the multicast pair under Nsight Compute side by side (stall
+          reasons, pipes, memory): where the pair waits
   small   the searched kernel beside cuBLAS at the sizes below 4096^3: timed per call, launched back
           to back, and replayed from a CUDA graph; then both under Nsight Compute (grid, duration)
   repro   the one TIRx construct these kernels wanted and 0.27 cannot compile: wgmma's register
@@ -62,28 +63,15 @@ from tvm.script import tirx as T
 
 import helpers
 from helpers import baselines
-from common import (NCU_MENTIONED, ONLY, TENSOR_PIPE_ROWS, MatmulCheck, Study, Variant, beside_cublas, cli,
-                    code_cells, dry_run, fp16_matmuls_beside_cublas, import_code, launch_checked, ncu_rows,
-                    notebook_code, one_of, profile_side_by_side)
+from lesson_code import hopper_code, notebook_code
+from ncu import NCU_MENTIONED, TENSOR_PIPE_ROWS, launch_checked, ncu_rows, profile_side_by_side
+from study import Study, cli, one_of, table
+from variants import MatmulCheck, ONLY, Variant, beside_cublas, dry_run, fp16_matmuls_beside_cublas
 
 N = 4096
 SHAPE = (N, N, N)
 
-# The kernels and the designs compared are notebooks 07's and 08's: 07's cell of constants (VARIANTS:
-# name -> block_n, stages, specialized), its ladder (wgmma_matmul, tma_copy, tma_matmul), its macros
-# and `hopper_matmul`; 08's macros and `persistent_matmul`, run together as one module.
-HOPPER_07 = ("BM, BK = ", "@T.macro", "def hopper_matmul(", "def tma_copy(", "def tma_matmul(")
-HOPPER_08 = ("@T.macro", "def persistent_matmul(", "def cluster_matmul(")
-
-
-def hopper_code(*more_08: str):
-    """Notebook 07's kernel cells, then notebook 08's (those holding HOPPER_08 or `more_08`), as one module."""
-    cells = [c for c in code_cells("07_hopper_wgmma_tma") if any(m in c for m in HOPPER_07)]
-    cells += [c for c in code_cells("08_hopper_persistent_kernel") if any(m in c for m in HOPPER_08 + more_08)]
-    return import_code("\n\n\n".join(cells), "hopper_code")
-
-
-NOTEBOOK = hopper_code()
+NOTEBOOK = hopper_code()  # notebook 07's kernels (VARIANTS: name -> block_n, stages, specialized) and 08's
 KERNELS = NOTEBOOK.VARIANTS
 
 
@@ -137,158 +125,25 @@ def shared_and_sass(v: Variant, source: str) -> str:
 
 # ------------------------------------------------------------------ 2-block clusters, B multicast
 
-# The notebook's pieces, by name, for the macros below (TVMScript resolves a macro's names where it
-# is defined).
-BM, BK, TMA_LOAD = NOTEBOOK.BM, NOTEBOOK.BK, NOTEBOOK.TMA_LOAD
-PRODUCER_REGISTERS, CONSUMER_REGISTERS = NOTEBOOK.PRODUCER_REGISTERS, NOTEBOOK.CONSUMER_REGISTERS
-C_BUFFERS, shared_bytes, tma_options, tile_origin = (NOTEBOOK.C_BUFFERS, NOTEBOOK.shared_bytes,
-                                                     NOTEBOOK.tma_options, NOTEBOOK.tile_origin)
-init_barriers, multiply_stage = NOTEBOOK.init_barriers, NOTEBOOK.multiply_stage
-store_through_shared, store_accumulators = NOTEBOOK.store_through_shared, NOTEBOOK.store_accumulators
-TMA_MULTICAST = TMA_LOAD + ".multicast::cluster"
-
-
-@T.macro
-def release_in_both(empty, s, remote, rank, multicast, release_cluster):
-    """Stage s is read here: one arrival on stage s's `empty` barrier in both blocks of the pair
-    (the peer's copy of B lands in this block's stage s too, and this block's in the peer's); in
-    this block's only without multicast. The arrival in the peer is a release at the CTA's scope,
-    as CUTLASS's ClusterBarrier does it (the stage was only read, and wgmma's wait_group has seen
-    the reads done); `release_cluster` makes both a release at the cluster's scope, which costs a memory
-    barrier each."""
-    if multicast and release_cluster:
-        for r in T.unroll(2):
-            T.ptx["mapa.shared::cluster.u32"](remote[0], T.cuda.cvta_generic_to_shared(empty.ptr_to([s])),
-                                              T.uint32(r))
-            T.ptx["mbarrier.arrive.release.cluster.shared::cluster.b64"](remote[0], T.uint32(1))
-    else:
-        T.ptx.mbarrier.arrive.shared.b64(empty.ptr_to([s]), T.uint32(1))
-        if multicast:
-            T.ptx["mapa.shared::cluster.u32"](remote[0], T.cuda.cvta_generic_to_shared(empty.ptr_to([s])),
-                                              T.uint32(1 - rank))
-            T.ptx["mbarrier.arrive.shared::cluster.b64"](remote[0], T.uint32(1))
-
-
-@T.macro
-def produce_pairs(A_map, B_map, As, Bs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cl, rank, group, tid,
-                  multicast):
-    """The pair's producers walk the same pairs of tiles (one above the other). Each loads its own
-    A tile, and half of B's boxes into both blocks at once (multicast): B is read once per pair."""
-    T.ptx["setmaxnreg.dec.sync.aligned.u32"](PRODUCER_REGISTERS)
-    if tid == 0:
-        for i in T.serial((pairs - cl + clusters - 1) // clusters):
-            row, col = T.meta_var(tile_origin(cl + i * clusters, tiles_n, group))
-            for k in T.serial(KT):
-                it = T.meta_var(i * KT + k)
-                T.cuda.mbarrier_wait(empty.ptr_to([it % S]), (it // S) % 2 ^ 1)  # free in both blocks
-                T.ptx.mbarrier.arrive.expect_tx.shared.b64(full.ptr_to([it % S]), T.uint32((BM + BN) * BK * 2))
-                T.ptx[TMA_LOAD](As.ptr_to([it % S, 0, 0]), T.address_of(A_map), k * BK, 2 * row + rank * BM,
-                                full.ptr_to([it % S]))
-                for j in T.unroll(BN // 128 if multicast else 0):
-                    box = T.meta_var(rank * (BN // 128) + j)
-                    T.ptx[TMA_MULTICAST](Bs.ptr_to([it % S, box, 0, 0]), T.address_of(B_map), col * BN + box * 64,
-                                         k * BK, full.ptr_to([it % S]), T.uint16(3))
-                for j in T.unroll(0 if multicast else BN // 64):  # without multicast: all of B, here only
-                    T.ptx[TMA_LOAD](Bs.ptr_to([it % S, j, 0, 0]), T.address_of(B_map), col * BN + j * 64, k * BK,
-                                    full.ptr_to([it % S]))
-
-
-@T.macro
-def consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cl, rank, group, tid,
-                  tma_store, multicast, release_cluster):
-    """The notebook's consume_tiles, releasing each stage in both blocks of the pair."""
-    T.ptx["setmaxnreg.inc.sync.aligned.u32"](CONSUMER_REGISTERS)
-    acc = T.alloc_local((BN // 2,), "float32")
-    desc_a, desc_b = T.alloc_local((1,), "uint64"), T.alloc_local((1,), "uint64")
-    remote = T.alloc_local((1,), "uint32")
-    for i in T.serial((pairs - cl + clusters - 1) // clusters):
-        for j in T.unroll(BN // 2):
-            acc[j] = T.float32(0)
-        for k in T.serial(KT):
-            it = T.meta_var(i * KT + k)
-            T.cuda.mbarrier_wait(full.ptr_to([it % S]), (it // S) % 2)
-            multiply_stage(As, Bs, acc, desc_a, desc_b, it % S, tid // 128 - 1, BN)
-            T.ptx.wgmma.wait_group.sync.aligned(1)
-            if k > 0 and tid % 128 == 0:
-                release_in_both(empty, (it - 1) % S, remote, rank, multicast, release_cluster)
-        T.ptx.wgmma.wait_group.sync.aligned(0)
-        if tid % 128 == 0:
-            release_in_both(empty, (i * KT + KT - 1) % S, remote, rank, multicast, release_cluster)
-        row, col = T.meta_var(tile_origin(cl + i * clusters, tiles_n, group))
-        top = T.meta_var(2 * row + rank * BM + (tid // 128 - 1) * 64)
-        if tma_store:
-            store_through_shared(C_map, Cs, acc, top, col * BN, tid // 128 - 1, tid % 128, BN)
-        else:
-            store_accumulators(C, acc, top, col * BN, tid % 128, BN)
-    if tma_store and tid % 128 == 0:
-        T.ptx["cp.async.bulk.wait_group"](0)
-
-
-def cluster_matmul(M: int, N: int, K: int, ctas: int, group: int = 8, out_dtype: str = "float32",
-                   block_n: int = 256, stages: int = 4, tma_store: bool = True, multicast: bool = True,
-                   release_cluster: bool = False):
-    """persistent_matmul in pairs of blocks (2-block clusters): each pair computes two tiles of C one
-    above the other, sharing B's tile, which each block of the pair loads half of, for both."""
-    BN, S, KT, CW = block_n, stages, K // BK, 1024 // tvm.DataType(out_dtype).bits
-    NOTEBOOK.check_tiles(M, N, K, 2 * BM * group, BN)
-    if BN % 128:
-        raise ValueError(f"a pair splits B's {BN} columns into two halves of 64-column boxes: {BN} does not")
-    ring, pairs, tiles_n = S * (BM * BK + BK * BN) * 2, (M // (2 * BM)) * (N // BN), N // BN
-    bars, clusters = ring + (C_BUFFERS if tma_store else 0), min(ctas // 2, pairs)
-
-    @T.prim_func
-    def main(A: T.Buffer((M, K), "float16"), B: T.Buffer((K, N), "float16"), C: T.Buffer((M, N), out_dtype)):
-        A_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
-        T.tensormap_encode_tiled(A_map, A.data, K, M, K * 2, BK, BM, 1, 1, **tma_options("float16"))
-        B_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
-        T.tensormap_encode_tiled(B_map, B.data, N, K, N * 2, 64, BK, 1, 1, **tma_options("float16"))
-        C_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
-        T.tensormap_encode_tiled(C_map, C.data, N, M, N * 128 // CW, CW, 64, 1, 1, **tma_options(out_dtype))
-        T.device_entry()
-        cta = T.cta_id([2 * clusters])
-        T.cta_id_in_cluster([2])
-        tid = T.thread_id([384])
-        pool = T.alloc_buffer((shared_bytes(BN, S, tma_store),), "uint8", scope="shared.dyn", align=1024)
-        As = T.decl_buffer((S, BM, BK), "float16", data=pool.data, elem_offset=0, scope="shared.dyn")
-        Bs = T.decl_buffer((S, BN // 64, BK, 64), "float16", data=pool.data, elem_offset=S * BM * BK, scope="shared.dyn")
-        Cs = T.decl_buffer((2, 2, 64, CW), out_dtype, data=pool.data, elem_offset=ring * CW // 128, scope="shared.dyn")
-        full = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8, scope="shared.dyn")
-        empty = T.decl_buffer((S,), "uint64", data=pool.data, elem_offset=bars // 8 + S, scope="shared.dyn")
-        if tid == 0:
-            init_barriers(full, empty, S, 4 if multicast else 2)  # a stage is free once all its readers read it
-        T.cuda.cluster_sync()  # both blocks' barriers are ready before either copies into the other
-        if tid // 128 == 0:
-            produce_pairs(A_map, B_map, As, Bs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cta // 2, cta % 2,
-                          group, tid, multicast)
-        else:
-            consume_pairs(As, Bs, C, C_map, Cs, full, empty, S, KT, BN, pairs, tiles_n, clusters, cta // 2, cta % 2,
-                          group, tid, tma_store, multicast, release_cluster)
-        T.cuda.cluster_sync()  # neither block exits while the other may still copy into it or arrive on it
-
-    return main
-
-
+# The exploration's own cluster kernel (no multicast, and arrivals released at the cluster's scope, as
+# options) is deleted: its logs name the commit that ran it (07_hopper.cluster.txt, .half-the-blocks.txt,
+# .profile.txt), and notes/07_08_hopper_wgmma_tma_persistent_kernel.md says what each showed.
 CLUSTERED = {  # name: (kernel factory, its arguments besides the shape and the number of blocks)
     "persistent, fp32 C by TMA store": (NOTEBOOK.persistent_matmul, dict(tma_store=True)),
-    "2-block clusters, B multicast, fp32 C by TMA store": (cluster_matmul, dict()),
-    "2-block clusters, B multicast, groups of 4, fp32 C by TMA store": (cluster_matmul, dict(group=4)),
-    "persistent, fp16 C by TMA store": (NOTEBOOK.persistent_matmul, dict(out_dtype="float16", tma_store=True)),
-    "2-block clusters, B multicast, fp16 C by TMA store": (cluster_matmul, dict(out_dtype="float16")),
-    "2-block clusters, B multicast, groups of 4, fp16 C by TMA store": (cluster_matmul,
-                                                                         dict(out_dtype="float16", group=4)),
-    "2-block clusters, no multicast, fp16 C by TMA store": (cluster_matmul, dict(out_dtype="float16", multicast=False)),
-    # notebook 08's cluster kernel (multicast, CTA-scope arrivals, TMA store), as the notebook writes it
     "notebook 08: 2-block clusters, B multicast, fp32 C by TMA store": (NOTEBOOK.cluster_matmul, dict()),
+    "notebook 08: 2-block clusters, B multicast, groups of 4, fp32 C by TMA store": (NOTEBOOK.cluster_matmul,
+                                                                                     dict(group=4)),
+    "persistent, fp16 C by TMA store": (NOTEBOOK.persistent_matmul, dict(out_dtype="float16", tma_store=True)),
     "notebook 08: 2-block clusters, B multicast, fp16 C by TMA store": (NOTEBOOK.cluster_matmul,
                                                                        dict(out_dtype="float16")),
-    # the first version: both arrivals a release at the cluster's scope (a memory barrier each)
-    "2-block clusters, B multicast, arrive.release.cluster, fp16 C by TMA store": (
-        cluster_matmul, dict(out_dtype="float16", release_cluster=True)),
+    "notebook 08: 2-block clusters, B multicast, groups of 4, fp16 C by TMA store": (
+        NOTEBOOK.cluster_matmul, dict(out_dtype="float16", group=4)),
 }
 
 
 # ------------------------------------------------------------------ the studies
 
+BM, BK = NOTEBOOK.BM, NOTEBOOK.BK  # a block's rows of C, and its k step
 
 # Notebook 07's ladder at 4096^3 with fp32 C: each step a few lines more than the one before.
 LADDER = {
@@ -390,11 +245,10 @@ def cluster(args) -> int:
     return beside_cublas_by_c_type(args, CLUSTERED)
 
 
-# Why a pair with B multicast runs at half speed: the same kernel three ways under Nsight Compute.
+# Where a pair with B multicast waits: notebook 08's persistent kernel and its cluster kernel under Nsight Compute.
 PAIRS = {  # short name: (factory, arguments besides the shape and the number of blocks), fp32 C
     "persistent": (NOTEBOOK.persistent_matmul, dict(tma_store=True)),
-    "clusters": (cluster_matmul, dict(multicast=False)),
-    "multicast": (cluster_matmul, dict()),
+    "multicast": (NOTEBOOK.cluster_matmul, dict()),
 }
 
 
@@ -450,9 +304,9 @@ def small(args) -> int:
         rows.append([f"{v.name}, rel err {err:.1e}", f"{us['tvm']:.2f}", f"{host_us(ex.mod['main'], data.args):.2f}",
                      f"{us['graph']:.2f}", f"{us['blas graph']:.2f}", f"{us['blas eager']:.2f}", f"{ratio:.1%}"])
         print(" | ".join(rows[-1]), flush=True)
-    print(f"\n{helpers.local_gpu_spec().name}: the searched kernel and cuBLAS (fp16 A and B, fp32 C), microseconds "
-          "per call, median of 15 alternating rounds")
-    print(helpers.text_table(rows))
+    print()
+    table(rows, f"{helpers.local_gpu_spec().name}: the searched kernel and cuBLAS (fp16 A and B, fp32 C), "
+          "microseconds per call, median of 15 alternating rounds")
     status = 0
     for shape in SMALL:
         size = "x".join(map(str, shape))
@@ -478,7 +332,7 @@ def launch(args) -> int:
 
 
 def profile(args) -> int:
-    """The persistent kernel, the same in 2-block clusters, and with B multicast, side by side under
+    """Notebook 08's persistent kernel and its 2-block clusters with B multicast, side by side under
     Nsight Compute at the clocks timing runs see, with the stalls that say where each waits."""
     if args.dry:
         return dry_run([persistent_variant(name, *PAIRS[name], one_per_sm(True)) for name in PAIRS])
@@ -520,7 +374,7 @@ STUDIES = {
                       arguments=(ONLY,)),
     "cluster": Study(cluster, "2-block clusters sharing B by TMA multicast, beside the persistent kernel",
                      arguments=(ONLY,)),
-    "profile": Study(profile, "Nsight Compute on the persistent kernel, in 2-block clusters, and with B multicast",
+    "profile": Study(profile, "Nsight Compute on notebook 08's persistent kernel and its clusters with B multicast",
                      needs=("ncu",)),
     "small": Study(small, "the searched kernel beside cuBLAS below 4096^3: timed three ways, then under Nsight Compute",
                    needs=("torch", "ncu")),

@@ -26,16 +26,7 @@ import numpy as np
 import tvm
 
 import helpers
-from common import code_cells, import_code
-
-
-def hopper_code(*more_08: str):
-    """Notebook 07's kernel cells, then notebook 08's persistent kernel (and the cells holding `more_08`)."""
-    cells = [c for c in code_cells("07_hopper_wgmma_tma")
-             if any(m in c for m in ("BM, BK = ", "@T.macro", "def hopper_matmul("))]
-    cells += [c for c in code_cells("08_hopper_persistent_kernel")
-              if any(m in c for m in ("@T.macro", "def persistent_matmul(", *more_08))]
-    return import_code("\n\n\n".join(cells), "hopper_code")
+from lesson_code import hopper_code
 
 
 NOTEBOOK = hopper_code("def hopper_space(")  # notebook 07's kernel and 08's persistent one, with its space

@@ -1,18 +1,26 @@
-"""The baselines of the attention lesson to come (issue 35), before any kernel of its own.
+"""Attention on the GPU: the baselines of notebooks 10 and 11, and the notebooks' own FlashAttention
+kernels beside them.
 
-    python gpu/experiments/10_attention.py baselines          # on a GPU with torch: check, time, one table
-    python gpu/experiments/10_attention.py baselines --dry    # anywhere: build TVM's prefill kernels
+    python gpu/experiments/10_attention.py STUDY          # on a GPU with torch: check, time, one table
+    python gpu/experiments/10_attention.py STUDY --dry    # anywhere: build the kernels, ptxas' report
 
-baselines: for each shape of the issue (batch x heads x sequence x head dim, fp16, causal and not),
+baselines: for each shape of issue 35 (batch x heads x sequence x head dim, fp16, causal and not),
 torch's scaled_dot_product_attention with each backend present (flash, cuDNN, memory-efficient),
 and TVM's own TensorIR prefill kernel (`tvm.relax.frontend.nn.llm._prefill_kernels.
 _attention_sequence_prefill`, the kernel MLC-LLM runs where FlashInfer is absent), checked against
-torch's math backend in float32 and timed in rounds alternating with the flash backend. TFLOP/s
-count 4 * b * h * s^2 * d (halved when causal), as FlashAttention's papers do.
+torch's math backend in float32 and timed in rounds alternating with the flash backend.
+flash: notebooks 10 and 11's kernels (`lesson_kernels`: mma.sync, pipelined; wgmma + TMA, the
+softmax beside the products, persistent) on the same shapes, checked, then timed in rounds
+alternating with torch's flash and cuDNN backends. profile: those kernels under Nsight Compute
+beside cuDNN's and flash's. notebook: the notebooks' kernels at small shapes, before a recording.
+TFLOP/s count 4 * b * h * s^2 * d (halved when causal), as FlashAttention's papers do. The kernels
+explored on the way to the notebooks are described, with the logs and commits that ran them, in
+notes/10_11_flash_attention.md.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 import sys
 import time
@@ -21,7 +29,8 @@ import numpy as np
 import tvm
 
 import helpers
-from common import NCU_MENTIONED, TENSOR_PIPE_ROWS, Study, cli, error_line, ncu_rows, one_of, profile_side_by_side
+from ncu import NCU_MENTIONED, TENSOR_PIPE_ROWS, ncu_rows, profile_side_by_side
+from study import Study, cli, error_line, one_of
 from helpers import baselines, bench
 
 SHAPES = [(8, 16, 4096, 128), (4, 16, 8192, 128), (16, 16, 2048, 64), (32, 16, 1024, 128)]
@@ -113,47 +122,38 @@ def baselines_study(args) -> int:
     return 0
 
 
-FLASH_VARIANTS = {  # name: (flash_kernels function, its keywords)
-    "mma.sync, loads by threads, 4 warps": ("flash_mma", dict(warps=4, pipelined=False)),
-    "mma.sync, cp.async 2 stages, 4 warps": ("flash_mma", dict(warps=4, pipelined=True)),
-    "mma.sync, cp.async 2 stages, 8 warps": ("flash_mma", dict(warps=8, pipelined=True)),
-    "wgmma + TMA, 1+2 warpgroups, 128x128, 2 stages": ("flash_wgmma", dict(BC=128, stages=2)),
-    "wgmma + TMA, 1+2 warpgroups, ping-pong": ("flash_wgmma", dict(BC=128, stages=2, pingpong=True)),
-    "wgmma + TMA, 1+2 warpgroups, ping-pong, 3 stages": ("flash_wgmma", dict(BC=128, stages=3, pingpong=True)),
-    "wgmma + TMA, softmax beside P V, K freed early": ("flash_wgmma_overlap", dict(BC=128, stages=2)),
-    "wgmma + TMA, softmax beside P V, K freed early, ping-pong": ("flash_wgmma_overlap", dict(BC=128, stages=2, pingpong=True)),
-    "wgmma + TMA, softmax beside P V, K freed early, ping-pong, 3 stages": ("flash_wgmma_overlap", dict(BC=128, stages=3, pingpong=True)),
-    # round 2: the overlap above is serialized by ptxas (C7514, its wgmma groups differ on the last
-    # iteration); its last tile peeled, it is not. The mask moves out of the loops (peeled diagonal),
-    # exp2 may be ex2.approx.ftz (no denormal fix-up: 2 instructions fewer per exponential)
-    "r2 mma.sync, diagonal peeled": ("flash_mma_peeled", {}),
-    "r2 mma.sync, diagonal peeled, ex2.approx": ("flash_mma_peeled", dict(fast_exp=True)),
-    "r2 wgmma, overlap, last tile peeled": ("flash_wgmma_peeled", {}),
-    "r2 wgmma, overlap peeled, ex2.approx": ("flash_wgmma_peeled", dict(fast_exp=True)),
-    "r2 wgmma, overlap peeled, ex2.approx, 3 stages": ("flash_wgmma_peeled", dict(fast_exp=True, stages=3)),
-    "r2 wgmma, overlap peeled, ex2.approx, ping-pong": ("flash_wgmma_peeled", dict(fast_exp=True, pingpong=True)),
-    # round 3: cuDNN's kernel is persistent (the profile): so is this one, one block per SM
-    "r3 wgmma persistent, ping-pong, ex2.approx": ("flash_wgmma_persistent", {}),
-    "r3 wgmma persistent, ping-pong, ex2.approx, 3 stages": ("flash_wgmma_persistent", dict(stages=3)),
-    "r3 wgmma persistent, ping-pong": ("flash_wgmma_persistent", dict(fast_exp=False)),
-    "r4 wgmma persistent, ping-pong, head by head": ("flash_wgmma_persistent", dict(fast_exp=False, by_head=True)),
-}
-PROFILED = {  # the kernels `profile` puts side by side: ours by FLASH_VARIANTS name, torch's by backend
-    "plain": "wgmma + TMA, 1+2 warpgroups, 128x128, 2 stages",
-    "overlap": "r2 wgmma, overlap peeled, ex2.approx, ping-pong",
+def sm_count() -> int:
+    """This GPU's SMs: the persistent kernel's blocks (132, an H100's, to build without a GPU)."""
+    return helpers.local_gpu_spec().sm_count if helpers.gpu_available() else 132
+
+
+@functools.cache
+def lesson_kernels(blocks: int) -> dict:
+    """Every kernel of notebooks 10 and 11 as the notebooks define them: name -> (make(bh, seq, dim,
+    causal), the architecture it needs or None); the persistent step runs on `blocks` blocks. The
+    kernels explored before the notebooks (`flash_kernels.py`, deleted) are in
+    notes/10_11_flash_attention.md, with the logs and commits that ran them."""
+    nb10 = helpers.notebook_definitions("10_flash_attention", "import difflib", "BC = 64", "def scores(",
+                                        "def mask_above_diagonal(", "def flash_attention(", "def load_kv_async(",
+                                        "def flash_attention_pipelined(")
+    nb11 = helpers.notebook_definitions("11_flash_attention_hopper", 'helpers.start("11_', "TMA_LOAD =",
+                                        "def produce(", "def gemm_s(", "def consume(", "def hopper_flash_attention(",
+                                        "def overlapped_tile(", "def consume_overlapped(")
+    hopper, overlapped = nb11["hopper_flash_attention"], nb11["consume_overlapped"]
+    return {"mma.sync": (nb10["flash_attention"], None),
+            "mma.sync pipelined": (nb10["flash_attention_pipelined"], None),
+            "wgmma": (hopper, "sm_90a"),
+            "wgmma overlapped": (lambda *a: hopper(*a, overlapped), "sm_90a"),
+            "wgmma persistent": (lambda *a: hopper(*a, overlapped, blocks), "sm_90a")}
+
+
+PROFILED = {  # the kernels `profile` puts side by side: ours by lesson_kernels name, torch's by backend
+    "plain": "wgmma",
+    "overlap": "wgmma overlapped",
     "cudnn": "CUDNN_ATTENTION",
     "flash": "FLASH_ATTENTION",
-    "mma": "r2 mma.sync, diagonal peeled, ex2.approx",
+    "mma": "mma.sync pipelined",
 }
-
-
-def flash_kernel(b, h, s, d, causal, function="flash_mma", **kw):
-    import flash_kernels
-    return getattr(flash_kernels, function)(b * h, s, d, causal=causal, **kw)
-
-
-def arch_of(function: str) -> str:
-    return "sm_90a" if function.startswith("flash_wgmma") else None
 
 
 def ptxas_line(kernel, arch: str) -> str:
@@ -165,13 +165,13 @@ def ptxas_line(kernel, arch: str) -> str:
 def flash_dry(args) -> int:
     failed = 0
     for arch in ("sm_80", "sm_90"):
-        for name, (function, kw) in FLASH_VARIANTS.items():
+        for name, (make, needs) in lesson_kernels(sm_count()).items():
             for d in (64, 128):
                 for causal in (False, True):
                     try:
-                        if function.startswith("flash_wgmma") and arch != "sm_90":
+                        if needs and arch != "sm_90":
                             continue
-                        note = ptxas_line(flash_kernel(1, 1, 1024, d, causal, function, **kw), arch_of(function) or arch)
+                        note = ptxas_line(make(1, 1024, d, causal), needs or arch)
                     except Exception as err:  # noqa: BLE001
                         failed += 1
                         note = f"FAILED {error_line(err)}"
@@ -211,12 +211,11 @@ def flash_study(args) -> int:
                     print(f"{label:24s} {name} not available: {error_line(err)}", flush=True)
             q3, k3, v3 = (t.view(b * h, s, d) for t in (q, k, v))
             o3 = torch.empty_like(q3)
-            for vname, (function, kw) in FLASH_VARIANTS.items():
+            for vname, (make, arch) in lesson_kernels(sm_count()).items():
                 if args.only and not any(part in vname for part in args.only.split(",")):
                     continue
                 try:
-                    ex = helpers.build(flash_kernel(b, h, s, d, causal, function, **kw), arch_of(function),
-                                       tir_pipeline="tirx")
+                    ex = helpers.build(make(b * h, s, d, causal), arch, tir_pipeline="tirx")
                     ours = baselines.on_torch_stream(ex.mod["main"], dev, [q3, k3, v3, o3])
                     o3.zero_()
                     ours()
@@ -262,8 +261,8 @@ def launch(args) -> int:
             for _ in range(4):
                 out = F.scaled_dot_product_attention(q, k, v)
     else:
-        function, kw = FLASH_VARIANTS[name]
-        ex = helpers.build(flash_kernel(b, h, s, d, False, function, **kw), arch_of(function), tir_pipeline="tirx")
+        make, arch = lesson_kernels(sm_count())[name]
+        ex = helpers.build(make(b * h, s, d, False), arch, tir_pipeline="tirx")
         q3, k3, v3 = (t.view(b * h, s, d) for t in (q, k, v))
         out = torch.empty_like(q3)
         call = baselines.on_torch_stream(ex.mod["main"], helpers.device(), [q3, k3, v3, out])
@@ -283,9 +282,9 @@ def profile(args) -> int:
     b, h, s, d = SHAPES[0]
     if args.dry:
         for key, name in PROFILED.items():
-            if name in FLASH_VARIANTS:
-                function, kw = FLASH_VARIANTS[name]
-                print(f"{key}: {ptxas_line(flash_kernel(b, h, s, d, False, function, **kw), arch_of(function) or 'sm_80')}")
+            if name not in BACKENDS:
+                make, arch = lesson_kernels(sm_count())[name]
+                print(f"{key}: {ptxas_line(make(b * h, s, d, False), arch or 'sm_80')}")
         return 0
     return profile_side_by_side(__file__, list(PROFILED), ncu_rows(flops(b, h, s, d, False), TENSOR_PIPE_ROWS),
                                 f"{b}x{h}x{s}x{d} fp16 attention, not causal",
@@ -298,16 +297,7 @@ def notebook_kernels(args) -> int:
     run it under `timeout`, since a kernel whose barriers disagree hangs rather than fails."""
     import torch
 
-    nb10 = helpers.notebook_definitions("10_flash_attention", "import difflib", "BC = 64", "def scores(",
-                                        "def mask_above_diagonal(", "def flash_attention(", "def load_kv_async(",
-                                        "def flash_attention_pipelined(")
-    nb11 = helpers.notebook_definitions("11_flash_attention_hopper", 'helpers.start("11_', "TMA_LOAD =",
-                                        "def produce(", "def gemm_s(", "def consume(", "def hopper_flash_attention(",
-                                        "def overlapped_tile(", "def consume_overlapped(")
-    h = nb11["hopper_flash_attention"]
-    kernels = {"mma.sync": (nb10["flash_attention"], None), "mma.sync pipelined": (nb10["flash_attention_pipelined"], None),
-               "wgmma": (h, "sm_90a"), "wgmma overlapped": (lambda *a: h(*a, nb11["consume_overlapped"]), "sm_90a"),
-               "wgmma persistent": (lambda *a: h(*a, nb11["consume_overlapped"], 7), "sm_90a")}
+    kernels = lesson_kernels(7)  # fewer blocks than work items: each block takes several
     failed = 0
     for b, hd, s, d in [(2, 3, 512, 64), (1, 4, 1024, 128), (2, 2, 384, 128)]:
         for causal in (False, True):
@@ -330,12 +320,12 @@ def notebook_kernels(args) -> int:
 
 STUDIES = {
     "baselines": Study(baselines_study, "torch's SDPA backends and TVM's prefill kernel on the issue's shapes"),
-    "flash": Study(flash_study, "the mma.sync FlashAttention kernels, checked and timed beside flash and cuDNN",
+    "flash": Study(flash_study, "notebooks 10 and 11's FlashAttention kernels, checked and timed beside flash and cuDNN",
                    arguments=((("--quick",), dict(action="store_true", help="only the first shape")),
                               (("--only",), dict(default=None, help="only the variants whose name holds one of these (comma-separated)"))),),
     "notebook": Study(notebook_kernels, "notebooks 10 and 11's kernels, checked at small shapes before a recording",
                       dry=False),
-    "profile": Study(profile, "Nsight Compute: our Hopper and mma.sync kernels beside cuDNN's and the flash backend's",
+    "profile": Study(profile, "Nsight Compute: the notebooks' Hopper and mma.sync kernels beside cuDNN's and flash's",
                      needs=("torch", "ncu")),
     "launch": Study(launch, "(run by profile under ncu) build, launch 4 times and check one kernel", dry=False,
                     needs=("torch",), logged=False, arguments=((("kernel",), dict(type=one_of(list(PROFILED)))),)),
