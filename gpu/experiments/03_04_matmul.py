@@ -28,7 +28,6 @@ import tvm
 
 import helpers
 from helpers import baselines
-from lesson_code import notebook_functions
 from matmul_fp32 import dlight_default, local_blocking, naive, naive_256, shared_blocking, threads_1d, threads_2d
 from ncu import NCU_MENTIONED, launch_checked, ncu_first, ncu_rows, profile_side_by_side
 from study import Study, cli, one_of
@@ -178,17 +177,10 @@ def priority(v) -> int:
 
 
 def notebook_variants() -> list[Variant]:
-    """The schedule functions of notebooks 03 and 04 (read from the notebooks) on the variants
+    """The schedule functions of notebooks 03 and 04 (their exports, helpers.lessons) on the variants
     they measure, and on what they measure only live (cp.async, padded shapes, the ladder at 4096^3)."""
-    n3 = notebook_functions("03_matmul_local_blocking", {
-        "matmul_module", "naive", "threads_1d", "threads_2d", "local_blocking", "zero_first", "unroll_tile",
-        "stage_in_registers", "vectorize_loads", "in_registers", "interleaved", "schedule", "full_kernel", "padded",
-        "inline_padding"})
-    n4 = notebook_functions("04_matmul_shared_blocking", {
-        "matmul_module", "schedule", "threads_2d", "tile_block", "loop", "unroll_tile", "zero_first", "shared_tiles",
-        "stage_in_shared", "cooperative_fetch", "shared_kernel", "stage_in_registers", "pad_rows", "transpose_a",
-        "interleaved", "transposed", "padded_ik", "strided_fetch", "strided", "pipeline", "async_copies",
-        "fetch_through_registers", "prefetched", "padded", "inline_padding"})
+    n3 = helpers.lessons.lesson("03_matmul_local_blocking")  # their exported cells
+    n4 = helpers.lessons.lesson("04_matmul_shared_blocking")
     S, R, P = SQUARE, RECT, PADDED
     ASYNC = {"tirx.use_async_copy": True}
     T16, T8, L4 = (8, 8, 16, 16, 16), (8, 8, 16, 16, 8), (8, 8, 8, 8, 4)

@@ -38,7 +38,7 @@ import numpy as np
 import tvm
 
 import helpers
-from lesson_code import notebook_code, notebook_template
+from lesson_code import hopper, template
 from ncu import NCU_MENTIONED, TENSOR_PIPE_ROWS, launch_checked, ncu_rows, profile_side_by_side
 from mma_fp16 import (BEST, MMA8, MMA16, MMA16_EPILOGUE, MMA16_REFINE, N, min_blocks_pipeline, mma8_schedule, mma16_schedule,
                       mma16_tiles)
@@ -79,7 +79,7 @@ PIPELINE_DEPTH = {
 
 def template_at_05_tiles(func, edits: dict | None = None) -> tvm.s_tir.Schedule:
     """Notebook 06's `fp16_template` (its source changed by `edits`) with its samples set to 05's tiles."""
-    sketch = helpers.design_spaces(func, notebook_template("fp16_template", edits))[0]
+    sketch = helpers.design_spaces(func, template("fp16_template", edits))[0]
     picks = iter(TILES)
     decisions = {i: next(picks) for i in sketch.trace.insts if i.kind.name == "SamplePerfectTile"}
     sch = fresh_schedule(func)
@@ -216,7 +216,7 @@ def profiled() -> dict[str, Variant]:
                          lambda: helpers.replay(helpers.database_dir("matmul_fp16_4096_mma_template"), func).sch,
                          SHAPE, ASYNC),
         "wgmma": Variant("07's wgmma + TMA kernel (TIRx), 128x256, 4 stages, warp-specialized",
-                         lambda: notebook_code("07_hopper_wgmma_tma", "BM, BK = ", "@T.macro", "def hopper_matmul(").hopper_matmul(N, N, N),
+                         lambda: hopper().hopper_matmul(N, N, N),
                          SHAPE, {}, "tirx", "sm_90a"),
     }
 

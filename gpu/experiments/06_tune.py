@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 import helpers
-from lesson_code import notebook_template
+from lesson_code import template
 from variants import describe_cuda
 from helpers.tuned import RECORD_FILE, _as_module
 from helpers.tuning import SPACES, space_name
@@ -235,7 +235,7 @@ def main(argv=None) -> int:
         if args.space:
             print("--template and --space exclude each other", file=sys.stderr)
             return 2
-        space = notebook_template(args.template)
+        space = template(args.template)
     if args.max_smem_kb is None:
         args.max_smem_kb = smem
     n = args.n

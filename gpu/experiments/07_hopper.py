@@ -63,7 +63,7 @@ from tvm.script import tirx as T
 
 import helpers
 from helpers import baselines
-from lesson_code import hopper_code, notebook_code
+from lesson_code import hopper
 from ncu import NCU_MENTIONED, TENSOR_PIPE_ROWS, launch_checked, ncu_rows, profile_side_by_side
 from study import Study, cli, one_of, table
 from variants import MatmulCheck, ONLY, Variant, beside_cublas, dry_run, fp16_matmuls_beside_cublas
@@ -71,7 +71,7 @@ from variants import MatmulCheck, ONLY, Variant, beside_cublas, dry_run, fp16_ma
 N = 4096
 SHAPE = (N, N, N)
 
-NOTEBOOK = hopper_code()  # notebook 07's kernels (VARIANTS: name -> block_n, stages, specialized) and 08's
+NOTEBOOK = hopper()  # notebook 07's kernels (VARIANTS: name -> block_n, stages, specialized) and 08's
 KERNELS = NOTEBOOK.VARIANTS
 
 

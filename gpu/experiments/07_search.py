@@ -19,23 +19,22 @@ import functools
 import shlex
 import sys
 import time
-import types
 from datetime import datetime, timezone
 
 import numpy as np
 import tvm
 
 import helpers
-from lesson_code import hopper_code
+from lesson_code import hopper
 
 
-NOTEBOOK = hopper_code("def hopper_space(")  # notebook 07's kernel and 08's persistent one, with its space
+NOTEBOOK = hopper()  # notebook 07's kernel and 08's persistent one, with its space
 SIZES = ["512x512x512", "1024x1024x1024", "2048x2048x2048", "4096x4096x4096", "8192x8192x8192", "1024x512x2048"]
 
 
-def search_at(shape, out) -> int:
+def search_at(shape, out, ctas: int, smem: int) -> int:
     m, n, k = shape
-    space = NOTEBOOK.hopper_space(m, n, k)
+    space = NOTEBOOK.hopper_space(m, n, k, ctas, smem)
     if out is None:
         print(f"{m}x{n}x{k}: {len(space)} configurations")
         return 0
@@ -43,7 +42,7 @@ def search_at(shape, out) -> int:
     a, b = rng.uniform(-1, 1, (m, k)).astype("float16"), rng.uniform(-1, 1, (k, n)).astype("float16")
     start = time.perf_counter()
     found = helpers.search(helpers.matmul_workload(m, n, k, "float16", "float32"), space,
-                           functools.partial(NOTEBOOK.hopper_kernel, m, n, k), out,
+                           functools.partial(NOTEBOOK.hopper_kernel, m, n, k, ctas), out,
                            inputs=[a, b, np.zeros((m, n), "float32")], expected=a.astype("float64") @ b.astype("float64"),
                            target="sm_90a", tir_pipeline="tirx")
     timed = [f for f in found if f.ms is not None]
@@ -65,15 +64,14 @@ def main() -> int:
     args = parser.parse_args()
     shapes = [tuple(int(x) for x in size.split("x")) for size in args.sizes]
     spec = helpers.local_gpu_spec() if not args.dry else None
-    # the notebook's space reads the GPU's shared memory (nb.spec) and its SM count (ctas)
-    NOTEBOOK.nb = types.SimpleNamespace(spec=spec or helpers.start("08_hopper_persistent_kernel").spec)
-    NOTEBOOK.ctas = NOTEBOOK.nb.spec.sm_count
-    NOTEBOOK.HOPPER = spec is not None  # a live search runs on Hopper; --dry counts for a Hopper block
+    # the space's grid (one block per SM) and shared memory: this Hopper GPU's, or the recorded H100's (--dry)
+    gpu = spec or helpers.start("08_hopper_persistent_kernel").spec
+    smem = gpu.max_shared_memory_per_block if spec is not None else helpers.arch_constants("9.0")["smem_block"]
     out = None if args.dry else (args.out or helpers.database_dir("hopper_persistent", spec.name))
     if spec is not None:
         print(f"# {spec.name}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, apache-tvm {tvm.__version__}: "
               f"python {shlex.join(sys.argv)}", flush=True)
-    return max(search_at(shape, out) for shape in shapes)
+    return max(search_at(shape, out, gpu.sm_count, smem) for shape in shapes)
 
 
 if __name__ == "__main__":

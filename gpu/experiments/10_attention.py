@@ -133,15 +133,10 @@ def lesson_kernels(blocks: int) -> dict:
     causal), the architecture it needs or None); the persistent step runs on `blocks` blocks. The
     kernels explored before the notebooks (`flash_kernels.py`, deleted) are in
     notes/10_11_flash_attention.md, with the logs and commits that ran them."""
-    nb10 = helpers.notebook_definitions("10_flash_attention", "import difflib", "BC = 64", "def scores(",
-                                        "def mask_above_diagonal(", "def flash_attention(", "def load_kv_async(",
-                                        "def flash_attention_pipelined(")
-    nb11 = helpers.notebook_definitions("11_flash_attention_hopper", 'helpers.start("11_', "TMA_LOAD =",
-                                        "def produce(", "def gemm_s(", "def consume(", "def hopper_flash_attention(",
-                                        "def overlapped_tile(", "def consume_overlapped(")
-    hopper, overlapped = nb11["hopper_flash_attention"], nb11["consume_overlapped"]
-    return {"mma.sync": (nb10["flash_attention"], None),
-            "mma.sync pipelined": (nb10["flash_attention_pipelined"], None),
+    nb10, nb11 = helpers.lessons.lesson("10_flash_attention"), helpers.lessons.lesson("11_flash_attention_hopper")
+    hopper, overlapped = nb11.hopper_flash_attention, nb11.consume_overlapped
+    return {"mma.sync": (nb10.flash_attention, None),
+            "mma.sync pipelined": (nb10.flash_attention_pipelined, None),
             "wgmma": (hopper, "sm_90a"),
             "wgmma overlapped": (lambda *a: hopper(*a, overlapped), "sm_90a"),
             "wgmma persistent": (lambda *a: hopper(*a, overlapped, blocks), "sm_90a")}

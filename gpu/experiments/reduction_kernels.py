@@ -3,7 +3,6 @@ Welford's layer norm are the notebook's own definitions) and the schedules 09_re
 
 from __future__ import annotations
 
-import functools
 
 import tvm
 from tvm import s_tir
@@ -11,7 +10,6 @@ from tvm.script import ir as I
 from tvm.script import tirx as T
 
 import helpers
-from lesson_code import notebook_functions
 
 
 # ------------------------------------------------------------------ the computations
@@ -47,13 +45,9 @@ def vector_sum_module(n):
     return VectorSum
 
 
-@functools.cache
 def _notebook09():
-    """Notebook 09's softmax, online softmax and layer norm, as the notebook defines them (its first
-    cell imports `I`, which notebook_functions' header does not: it is added here)."""
-    module = notebook_functions("09_reductions", {"softmax", "online_softmax", "layer_norm"})
-    module.I = I
-    return module
+    """Notebook 09's softmax, online softmax and layer norm, as the notebook defines them (its exports)."""
+    return helpers.lessons.lesson("09_reductions")
 
 
 def softmax_module(M, N, dtype="float16"):
