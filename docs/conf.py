@@ -6,8 +6,8 @@ the repository root, so the notebooks' `../images/x.png` links and the README's
 `notebooks/x.ipynb` links resolve as they do on GitHub; only the files in `include_patterns`
 are read. Notebooks are rendered with their committed outputs and never executed (they were
 recorded live on a GPU). Each notebook page gets a Colab link (from pyproject.toml's `[tool.course]
-repository`, as the notebooks' badges, by `helpers.colab`) and a download link for its .ipynb. myst-nb leaves
-out every cell tagged `remove-cell`: the Colab setup cell is (helpers.colab tags it), since a reader of the book
+repository`, as the notebooks' badges, by `tools.colab`) and a download link for its .ipynb. myst-nb leaves
+out every cell tagged `remove-cell`: the Colab setup cell is (tools.colab tags it), since a reader of the book
 runs nothing. The look is the theme's, with its right sidebar off and a wider column (_static/course.css), and
 sphinx-lightbox enlarges a figure on a click; CONTRIBUTING.md's "Build the site" says why each.
 """
@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # Sphinx runs this file from anywhere: the repository's helpers
-from helpers import colab  # noqa: E402  (the one repository setting, as the notebooks' badges)
+from tools import colab  # noqa: E402  (the one repository setting, as the notebooks' badges)
 
 project = "From naive to fast: GPU kernels with TVM's TensorIR"
 author = "the course's authors"

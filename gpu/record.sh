@@ -25,14 +25,14 @@ export COURSE_RECORD=1
 if (( pytest )); then
   command="COURSE_RECORD=1 python3 -m pytest -rs $*"
 else
-  command="COURSE_RECORD=1 python3 -m helpers.run_notebooks $*"
+  command="COURSE_RECORD=1 python3 -m tools.run_notebooks $*"
 fi
 export COURSE_RECORD_COMMAND="$command (gpu/record.sh on the $gpu device, $(date -u +%FT%RZ), commit ${COURSE_COMMIT:-$(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)})"
 echo "# $gpu, $(date -u +%F) $(date -u +%R) UTC, apache-tvm $(python3 -c 'import tvm; print(tvm.__version__)'): $COURSE_RECORD_COMMAND" > "$log"
 if (( pytest )); then
   python3 -m pytest -rs -p no:cacheprovider "$@" 2>&1 | tee -a "$log"
 else
-  python3 -m helpers.run_notebooks "$@" 2>&1 | tee -a "$log"
+  python3 -m tools.run_notebooks "$@" 2>&1 | tee -a "$log"
 fi
 status=${PIPESTATUS[0]}
 (( pytest )) && kept=() || kept=("${notebooks[@]}")

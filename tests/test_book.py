@@ -25,7 +25,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 import pytest
 
-from helpers import colab
+from tools import colab
 from test_images import _draw_module
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -301,7 +301,7 @@ def test_the_diagram_check_catches_small_text_and_an_image_that_does_not_enlarge
 
 
 def test_a_student_sees_no_setup_cell_and_no_test_marker(seen):
-    """The setup cell is left out by its `remove-cell` tag (`python -m helpers.colab` writes it)."""
+    """The setup cell is left out by its `remove-cell` tag (`python -m tools.colab` writes it)."""
     found = [f"{name}: {word!r}" for name, p in seen.items() if p["notebook"] for word in NOT_FOR_STUDENTS
              if word in p["text"]]
     assert not found, "a notebook page shows what a student does not need:\n" + "\n".join(found)

@@ -41,7 +41,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers import colab
+from tools import colab
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -53,7 +53,7 @@ def test_badges_and_setup_cells_follow_the_repository_setting():
     if url is None:
         warnings.warn("pyproject.toml names no repository yet ([tool.course] repository is empty): the notebooks "
                       "say the course is not published instead of showing an Open in Colab badge")
-    assert colab.problems(url, NOTEBOOKS) == [], "run `python -m helpers.colab` after changing the setting"
+    assert colab.problems(url, NOTEBOOKS) == [], "run `python -m tools.colab` after changing the setting"
 
 
 @pytest.mark.parametrize("tamper", ["badge", "setup", "order", "shown in the book"])

@@ -5,7 +5,7 @@ CI has no GPU, so it simulates one: it runs every notebook under nbval with the 
 A cell checked everywhere (`nbval-check-output`) that prints a measurement, or something chosen
 by one (the fastest of two kernels), then fails here as it would on the GPU. Cells computed from
 measurements carry the tag `recorded-output` instead: compared where the committed records are
-shown unchanged, text and charts (`helpers.recorded_outputs`), and never elsewhere.
+shown unchanged, text and charts (`tools.recorded_outputs`), and never elsewhere.
 """
 
 import copy
@@ -19,7 +19,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from helpers import mode, recorded_outputs, records
+from helpers import mode, records
+from tools import recorded_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -67,7 +68,7 @@ def _planted(tmp_path, tag: str) -> Path:
 
 def _plugin_args():
     # the repository's configuration, with the planted notebook outside it
-    return ["-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), "-p", "helpers.recorded_outputs",
+    return ["-c", str(ROOT / "pyproject.toml"), "--rootdir", str(ROOT), "-p", "tools.recorded_outputs",
             "--nbval-sanitize-with", str(ROOT / "tests" / "sanitize.cfg")]
 
 

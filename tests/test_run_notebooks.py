@@ -1,6 +1,6 @@
 import nbformat
 
-from helpers import run_notebooks
+from tools import run_notebooks
 
 
 def _notebook(path, *sources):

@@ -10,7 +10,7 @@ GPU's records, no perturbation: `records.shows_committed_records`); elsewhere it
 
 After the records change, rewrite those outputs from them, on a machine without a GPU:
 
-    python -m helpers.run_notebooks --recorded-outputs notebooks/06_metaschedule_tuning.ipynb
+    python -m tools.run_notebooks --recorded-outputs notebooks/06_metaschedule_tuning.ipynb
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def is_recorded_output(cell) -> bool:
 
 
 def _compared_here() -> bool:
-    from . import env, records
+    from helpers import env, records
 
     return records.shows_committed_records(env.gpu_available())
 
@@ -81,5 +81,5 @@ def pytest_runtest_call(item):
         why = image_difference(item.test_outputs, item.cell.outputs)
         if why:
             raise AssertionError(f"{item.nodeid}: {why}. If the records changed, rewrite the outputs: "
-                                 f"python -m helpers.run_notebooks --recorded-outputs {item.fspath.basename}")
+                                 f"python -m tools.run_notebooks --recorded-outputs {item.fspath.basename}")
     return result

@@ -11,10 +11,10 @@ it again, or in a second notebook of the same runtime, reuses what is there.
 Badges and setup cells are generated from one setting, the repository's URL in pyproject.toml
 (`[tool.course] repository`):
 
-    python -m helpers.colab            # write badges and setup cells into the notebooks and README
-    python -m helpers.colab --check    # exit 1 and say what differs (what tests/test_colab.py asserts)
+    python -m tools.colab            # write badges and setup cells into the notebooks and README
+    python -m tools.colab --check    # exit 1 and say what differs (what tests/test_colab.py asserts)
 
-The setup cell runs this file as a script (`python helpers/colab.py install`) before TVM is
+The setup cell runs this file as a script (`python tools/colab.py install`) before TVM is
 installed, so it imports nothing but the standard library at module level.
 """
 
@@ -41,7 +41,7 @@ NO_BADGE = ("*Open in Colab: not yet. The course has no public repository yet, s
 
 SETUP_CELL = '''\
 # Sets this notebook up on Colab: fetches the course, installs what Colab lacks, moves into notebooks/.
-# Elsewhere it checks that the rest of the course is there. (Written by `python -m helpers.colab`.)
+# Elsewhere it checks that the rest of the course is there. (Written by `python -m tools.colab`.)
 import importlib.util, os, subprocess, sys, time
 REPOSITORY = {repository!r}
 try:
@@ -64,7 +64,7 @@ else:
     fetched = not os.path.isdir(root)
     if fetched:
         subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPOSITORY, root], check=True)
-    install = subprocess.run([sys.executable, f"{{root}}/helpers/colab.py", "install"],
+    install = subprocess.run([sys.executable, f"{{root}}/tools/colab.py", "install"],
                              capture_output=True, text=True)
     if install.returncode:
         raise RuntimeError(install.stdout + install.stderr)
@@ -271,7 +271,7 @@ def install(reqs: list[str] | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m helpers.colab", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m tools.colab", description=__doc__.split("\n\n")[0])
     ap.add_argument("command", nargs="?", choices=["generate", "install"], default="generate",
                     help="generate (default): write badges and setup cells; install: what the setup cell runs")
     ap.add_argument("--check", action="store_true", help="only say what differs from what generate writes")

@@ -1,10 +1,10 @@
-"""Execute notebooks in place, keeping their outputs:  python -m helpers.run_notebooks notebooks/[0-9]*.ipynb
+"""Execute notebooks in place, keeping their outputs:  python -m tools.run_notebooks notebooks/[0-9]*.ipynb
 
 This is how the committed outputs are made on a GPU machine. With COURSE_RECORD=1 set, every
 live measurement is also written to notebooks/results/<gpu>/ (see helpers.records).
 
 With --recorded-outputs, on a machine without a GPU, only the cells tagged `recorded-output`
-(tables and charts computed from the records, see helpers.recorded_outputs) take their new
+(tables and charts computed from the records, see tools.recorded_outputs) take their new
 outputs: the command that brings them up to date after the records change, keeping every other
 output as the GPU run made it.
 """
@@ -22,7 +22,8 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from . import env, recorded_outputs, records
+from helpers import env, records
+from tools import recorded_outputs
 
 
 def execute(path: Path, timeout: int, recorded_only: bool = False) -> tuple[float, str | None]:
@@ -76,7 +77,7 @@ def main(argv=None) -> int:
     if missing:
         print(f"no such notebook: {', '.join(missing)}", file=sys.stderr)
         return 2
-    os.environ.setdefault("COURSE_RECORD_COMMAND", "python -m helpers.run_notebooks " + " ".join(map(str, args.notebooks)))
+    os.environ.setdefault("COURSE_RECORD_COMMAND", "python -m tools.run_notebooks " + " ".join(map(str, args.notebooks)))
     failed = 0
     for p in args.notebooks:
         seconds, error = execute(p, args.timeout, args.recorded_outputs)
