@@ -23,6 +23,7 @@ from .env import (DEFAULT_ARCH, GpuSpec, arch_constants, device, dram_gbps, gpu_
                   local_gpu_spec, make_target, require_tensor_cores)
 from .kernels import (build, cuda_diff, cuda_listing, cuda_source, fit_listing, nvcc_path, occupancy,
                       ptx, ptxas_report, require_divides, tir_diff, tir_listing)
+from .matmul import matmul_case
 from .records import RecordError, experiment_table
 
 #: What loads on first use, by module: the name a notebook uses -> the module that defines it.

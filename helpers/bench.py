@@ -288,16 +288,18 @@ class Session:
 
     def cublas_matmul(self, M: int, N: int, K: int, dtype: str = "float32", *, transpose_b: bool = False,
                       out_dtype: str | None = None, repeat: int = 20, name: str | None = None,
-                      graph: bool = False, quiet: bool = False) -> Measurement:
+                      graph: bool = False, quiet: bool = False, arch: str | None = None) -> Measurement:
         """cuBLAS on the same problem, through torch (or cupy), TF32 off; recorded without a GPU.
         `out_dtype`: C's type when it differs from A's and B's (fp16 in, fp32 C). `graph`: time
         rounds replayed from a CUDA graph (torch only), for problems that take less time on the
-        GPU than a call takes to dispatch from Python (see `baselines.graph_rounds`)."""
+        GPU than a call takes to dispatch from Python (see `baselines.graph_rounds`). `arch`: the
+        architecture of the kernels it is the baseline of ("sm_90a"): where they cannot run, it is
+        shown from the record too, beside theirs, rather than timed on this GPU."""
         kernels.check_matmul(M, N, K, dtype=dtype, out_dtype=out_dtype)  # with or without a GPU
         kernels.check_number("repeat", repeat)
         out_dtype = out_dtype if out_dtype != dtype else None
         name = name or f"cuBLAS {dtype} {M}x{N}x{K}" + (f", {out_dtype} C" if out_dtype else "")
-        if not self.live:
+        if not self.runs(arch):
             m = self._recorded(name)
         else:
             try:

@@ -20,7 +20,6 @@ import dataclasses
 import datetime
 import importlib.util
 import json
-import os
 import shlex
 import shutil
 import sys
@@ -37,8 +36,8 @@ RESULTS = HERE / "results"
 
 def output_dir(default: Path = RESULTS) -> Path:
     """Where a study writes what it makes: `$OUT` when set (the project's GPU machine), else `default`.
-    The one place the experiments read $OUT."""
-    return Path(os.environ.get("OUT") or default)
+    The one place the experiments ask for it, read with the course's other settings (helpers.mode)."""
+    return Path(helpers.mode.current().out or default)
 
 
 @dataclasses.dataclass
