@@ -330,6 +330,8 @@ class Session:
         the minimal DRAM traffic and the work, counted as for the kernel. An operation torch cannot
         run on this GPU (a RuntimeError: e.g. an attention backend it lacks) is a missing baseline,
         said in one line."""
+        if not isinstance(name, str) or not name:  # before anything runs, as Measurement would after
+            raise ValueError(f"a measurement's name must be a non-empty string, got {name!r}")
         if not callable(fn):
             raise TypeError(f"fn must be a function of (torch, *tensors), got {type(fn).__name__}")
         if not isinstance(arrays, (list, tuple)) or not arrays or not all(isinstance(a, np.ndarray) for a in arrays):
