@@ -245,11 +245,12 @@ def local_gpu_spec() -> GpuSpec:
     )
 
 
-def simulated_archs() -> list[str]:
+def simulated_archs(run: mode.Mode | None = None) -> list[str]:
     """The architectures `COURSE_ARCH` (e.g. "sm_75" or "sm_80,sm_90") asks a machine without a
     GPU to build every kernel for, as if it had their representative GPUs; [] when unset or when
-    a GPU is here. Several architectures share one run of a notebook where its choices agree."""
-    archs = list(mode.current().archs)
+    a GPU is here. Several architectures share one run of a notebook where its choices agree.
+    `run`: the mode asked (a session's), `mode.current()` unless given."""
+    archs = list((run or mode.current()).archs)
     if not archs or gpu_available():
         return []
     unknown = [a for a in archs if a not in REPRESENTATIVE]

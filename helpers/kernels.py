@@ -76,7 +76,7 @@ def prove_machine_code(kernel, ex, target: tvm.target.Target, run, tir_pipeline=
     if not ex.mod.imports or target.kind.name != "cuda":
         return
     arch = str(target.attrs.get("arch", ""))
-    archs = env.simulated_archs() if run.archs else []
+    archs = env.simulated_archs(run)
     simulated = archs[0] if archs else None
     if simulated and arch == simulated + "a":
         # the architecture-specific target of the simulated GPU (sm_90a: wgmma, TMA), which that GPU runs too
