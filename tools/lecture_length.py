@@ -7,6 +7,9 @@ This prints, per notebook, what that rule and the lessons issue measure:
 - words: the prose a student reads (markdown, without code blocks, link targets, HTML tags and
   formulas);
 - links: web links in the prose;
+- code: lines of code a student sees (every code cell but the hidden Colab setup); a lecture
+  holds at most 300, and what is not the lesson (tables, sweeps, plotting) lives in helpers;
+- figures: diagrams the prose shows (`![...](...)` image links);
 - setup: lines of code a student reads before the first number measured on a GPU (the first
   output saying "recorded on" or "live on");
 - switches: functions with three or more boolean parameters (`x=False`/`x=True`), which hide the
@@ -48,6 +51,15 @@ def links(nb) -> int:
     return sum(len(re.findall(r"\]\(https?://", c.source)) for c in nb.cells if c.cell_type == "markdown")
 
 
+def code_lines(nb) -> int:
+    return sum(len(c.source.splitlines()) for c in nb.cells
+               if c.cell_type == "code" and "remove-cell" not in c.metadata.get("tags", []))
+
+
+def figures(nb) -> int:
+    return sum(len(re.findall(r"!\[[^\]]*\]\(", c.source)) for c in nb.cells if c.cell_type == "markdown")
+
+
 def setup_lines(nb) -> int:
     lines = 0
     for cell in nb.cells:
@@ -81,16 +93,17 @@ def switches(nb) -> list[str]:
 
 def measure(path: str) -> dict:
     nb = nbformat.read(path, as_version=4)
-    return {"screens": screens(nb), "words": words(nb), "links": links(nb), "setup": setup_lines(nb),
+    return {"screens": screens(nb), "words": words(nb), "links": links(nb), "code": code_lines(nb),
+            "figures": figures(nb), "setup": setup_lines(nb),
             "switches": switches(nb)}
 
 
 def main(paths: list[str]) -> None:
-    print(f"{'notebook':40s} {'screens':>7s} {'words':>6s} {'links':>5s} {'setup':>5s}  switches")
+    print(f"{'notebook':40s} {'screens':>7s} {'words':>6s} {'links':>5s} {'code':>5s} {'figs':>4s} {'setup':>5s}  switches")
     for path in paths:
         m = measure(path)
         name = path.rsplit("/", 1)[-1].removesuffix(".ipynb")
-        print(f"{name:40s} {m['screens']:7d} {m['words']:6d} {m['links']:5d} {m['setup']:5d}  "
+        print(f"{name:40s} {m['screens']:7d} {m['words']:6d} {m['links']:5d} {m['code']:5d} {m['figures']:4d} {m['setup']:5d}  "
               f"{', '.join(m['switches']) or '-'}")
 
 
