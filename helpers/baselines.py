@@ -66,6 +66,14 @@ def torch_call(fn, arrays):
     return (lambda: fn(torch, *tensors)), torch.cuda.Event, torch.cuda.synchronize
 
 
+def torch_flush(nbytes: int) -> Callable[[], None]:
+    """A function that writes `nbytes` of a torch buffer on the GPU (zeros), evicting what L2 held."""
+    import torch
+
+    buffer = torch.empty(int(nbytes) // 4, dtype=torch.int32, device="cuda")
+    return lambda: buffer.zero_()
+
+
 def cublas_time(M, N, K, dtype="float32", transpose_b=False, repeat=20, warmup=3) -> float | None:
     """Median ms of one cuBLAS matmul (torch, else cupy); None without either."""
     check_number("repeat", repeat)
@@ -84,6 +92,26 @@ def event_rounds(call, Event, sync, warmup: int = 3) -> Callable[[], float]:
             call()
 
     return _round_timer(calls, inner, Event, sync)
+
+
+def flushed_rounds(call, Event, sync, flush, calls: int = 10, warmup: int = 3) -> Callable[[], float]:
+    """Like `event_rounds`, for data that fits in L2: each call is timed alone, right after `flush()`
+    (which writes a buffer larger than L2), so every call reads its data from DRAM as it would in a
+    model where other work ran in between. ms per call, the mean of `calls` such calls."""
+    for _ in range(warmup):
+        call()
+    starts, ends = [Event(enable_timing=True) for _ in range(calls)], [Event(enable_timing=True) for _ in range(calls)]
+
+    def one_round() -> float:
+        for start, end in zip(starts, ends):
+            flush()
+            start.record()
+            call()
+            end.record()
+        sync()
+        return sum(_elapsed(s, e) for s, e in zip(starts, ends)) / calls
+
+    return one_round
 
 
 def _round_timer(run, calls: int, Event, sync) -> Callable[[], float]:
@@ -169,6 +197,15 @@ def interleaved(kernel_round: Callable[[], float], baseline_round: Callable[[], 
         kernel.append(kernel_round())
         baseline.append(baseline_round())
     return kernel, baseline, statistics.median(b / k for k, b in zip(kernel, baseline))
+
+
+def ratio_quartiles(kernel: list[float], baseline: list[float]) -> list[float] | None:
+    """[lower, upper] quartile of the per-round ratios baseline / kernel (None under 4 rounds): the
+    spread that says whether a kernel is ahead of its baseline, level with it or behind."""
+    if len(kernel) < 4:
+        return None
+    q1, _, q3 = statistics.quantiles([b / k for k, b in zip(kernel, baseline)], n=4)
+    return [q1, q3]
 
 
 def _elapsed(start, end) -> float:

@@ -104,11 +104,13 @@ def _launch_once(ex, dev, args, out: int) -> list:
     return dev_args
 
 
-def time_function(f, dev, args, repeat: int = 20, warmup: int = 2, min_repeat_ms: int = 20) -> list[float]:
+def time_function(f, dev, args, repeat: int = 20, warmup: int = 2, min_repeat_ms: int = 20,
+                  flush_bytes: int = 0) -> list[float]:
     """Milliseconds per call for each of `repeat` timed rounds, after `warmup` untimed calls.
 
     TVM's time_evaluator times on the device; `min_repeat_ms` makes each round long enough
-    that launch jitter averages out.
+    that launch jitter averages out. `flush_bytes` > 0: each round is one call, timed after TVM
+    copies a buffer of that size (larger than L2), so the call reads its data from DRAM.
     """
     if not isinstance(repeat, int) or repeat <= 0:
         raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
@@ -120,7 +122,10 @@ def time_function(f, dev, args, repeat: int = 20, warmup: int = 2, min_repeat_ms
     evaluator = f.time_evaluator if hasattr(f, "time_evaluator") else None
     if evaluator is None:
         raise TypeError("expected a TVM function or module with time_evaluator")
-    res = evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=int(min_repeat_ms))(*args)
+    if flush_bytes:
+        res = evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=0, cache_flush_bytes=int(flush_bytes))(*args)
+    else:
+        res = evaluator("main", dev, number=1, repeat=repeat, min_repeat_ms=int(min_repeat_ms))(*args)
     return [r * 1e3 for r in res.results]
 
 
@@ -202,6 +207,19 @@ class Session:
         self.results.append(m)
         return m
 
+    def flush_bytes(self, bytes: float | None, flops: float | None = None) -> int:
+        """How many bytes to write between timed calls so that L2 holds none of a kernel's data: 0
+        (no flush) unless this session runs on a CUDA GPU and the kernel is memory-bound (below the
+        fp32 ridge point) with data that would fit in L2 (under 4x its size). Twice L2, then."""
+        spec = self.spec
+        if not self.live or bytes is None or spec is None or not getattr(spec, "l2_bytes", None):
+            return 0
+        if self.device is None or self.device.dlpack_device_type() != tvm.cuda(0).dlpack_device_type():
+            return 0
+        ridge = spec.peak_fp32_tflops * 1e12 / (spec.dram_gbps * 1e9) if spec.dram_gbps else 10.0
+        memory_bound = flops is None or flops / bytes < ridge
+        return 2 * spec.l2_bytes if memory_bound and bytes < 4 * spec.l2_bytes else 0
+
     def _new(self, name, ms, **kw) -> Measurement:
         return Measurement(name=name, ms=ms, source="live", gpu=self.spec.name, date=env.today(),
                            tvm=tvm.__version__, notebook=self.notebook, **kw)
@@ -273,15 +291,20 @@ class Session:
                     raise WrongResult(f"{name}: relative error {err:.3e} exceeds the tolerance {tol:.0e}: "
                                       "the kernel is wrong, so it is not timed")
             versus = baseline.name if baseline is not None and baseline.name in self._rounds else None
+            flush = self.flush_bytes(bytes, flops)
+            rounds = 5 * repeat if flush else repeat  # a flushed round is one call: more of them
             if versus is None:
-                times, base_times, ratio = time_function(ex.mod, dev, dev_args, repeat=repeat), None, None
+                times, base_times, ratio = time_function(ex.mod, dev, dev_args, repeat=rounds, flush_bytes=flush), None, None
             else:
                 time_function(ex.mod, dev, dev_args, repeat=1)  # warm up
-                times, base_times, ratio = baselines.interleaved(
-                    lambda: time_function(ex.mod, dev, dev_args, repeat=1, warmup=0)[0], self._rounds[versus], repeat)
+                times, base_times, ratio = baselines.interleaved(  # a flushed round: the mean of 10 flushed calls
+                    lambda: statistics.mean(time_function(ex.mod, dev, dev_args, repeat=10 if flush else 1, warmup=0,
+                                                          flush_bytes=flush)), self._rounds[versus], repeat)
             m = self._finish(self._new(name, statistics.median(times), rel_err=err, flops=flops, bytes=bytes,
                                        shape=shape, dtype=dtype, params=params, versus=versus, ratio=ratio, traffic=traffic,
-                                       baseline_ms=statistics.median(base_times) if base_times else None))
+                                       baseline_ms=statistics.median(base_times) if base_times else None,
+                                       ratio_quartiles=baselines.ratio_quartiles(times, base_times) if base_times else None,
+                                       l2_flushed=bool(flush)))
         if not quiet:
             print(m)
         return m
@@ -344,11 +367,13 @@ class Session:
             call = baselines.torch_call(fn, arrays)
             if call is None:
                 return self._no_baseline(name, "torch is not installed, so there is no torch baseline")
+            flush = self.flush_bytes(bytes, flops)
             try:
-                one_round = baselines.event_rounds(*call)
+                one_round = (baselines.flushed_rounds(*call, baselines.torch_flush(flush)) if flush
+                             else baselines.event_rounds(*call))
             except RuntimeError as err:
                 return self._no_baseline(name, f"torch cannot run it on this GPU ({str(err).splitlines()[0][:80]})")
-            m = self.baseline(name, one_round, repeat=repeat, bytes=bytes, flops=flops,
+            m = self.baseline(name, one_round, repeat=repeat, bytes=bytes, flops=flops, l2_flushed=bool(flush),
                               shape=[list(a.shape) for a in arrays], dtype=str(arrays[0].dtype))
         if not quiet:
             print(m)

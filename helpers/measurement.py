@@ -41,6 +41,9 @@ class Measurement:
     versus: str | None = None  # the baseline this kernel was timed interleaved with (its name)
     ratio: float | None = None  # median over those rounds of baseline ms / this ms (1.0: as fast)
     baseline_ms: float | None = None  # the baseline's median over those same rounds: what `ratio` divides
+    # the lower and upper quartiles of those per-round ratios: "ahead" only where the lower is above 1
+    ratio_quartiles: list | None = None
+    l2_flushed: bool = False  # each call timed after L2 was flushed (its data would fit in L2)
     # which bytes `bytes` counts: None, the minimal DRAM traffic (every array once); "requested",
     # what the schedule asks global memory for (03 and 04: caches serve the repeats, so GB/s can
     # pass the DRAM peak). GB/s and intensity say which; a course-wide chart uses `at_minimal_traffic`
@@ -57,6 +60,13 @@ class Measurement:
         if self.ms is not None or self.source != "missing":
             kernels.check_number("ms", self.ms, " (milliseconds; None only with source='missing')", integer=False)
         _check_counts(flops=self.flops, bytes=self.bytes, ratio=self.ratio, baseline_ms=self.baseline_ms)
+        if self.ratio_quartiles is not None:
+            q = self.ratio_quartiles
+            if not isinstance(q, (list, tuple)) or len(q) != 2 or not self.ratio:
+                raise ValueError(f"ratio_quartiles is [lower, upper] of the per-round ratios, with a ratio, got {q!r}")
+            _check_counts(ratio_quartiles=q[0], upper_quartile=q[1])
+            if not q[0] <= q[1]:
+                raise ValueError(f"ratio_quartiles {q!r}: the lower quartile is above the upper")
         if self.rel_err is not None:
             kernels.check_number("rel_err", self.rel_err, " or None", integer=False, zero=True)
         if self.traffic not in (None, "requested"):
@@ -104,6 +114,22 @@ class Measurement:
         if not (self.tflops and baseline.tflops) or self.flops != baseline.flops:
             return None
         return self.tflops / baseline.tflops
+
+    def standing(self, baseline: "Measurement | None") -> str | None:
+        """How this kernel stands against `baseline`, from the quartiles of the per-round ratios:
+        "ahead of" only where even the lower quartile is above 1, "behind" where the upper is below 1,
+        else "level with" (the rounds disagree). None when they were not timed together with quartiles."""
+        if not self.timed_with(baseline) or not self.ratio_quartiles:
+            return None
+        low, high = self.ratio_quartiles
+        return "ahead of" if low > 1 else "behind" if high < 1 else "level with"
+
+    def spread(self) -> str:
+        """The per-round ratios' quartiles as percentages, "[98-104%]" ("" when not recorded)."""
+        if not self.ratio_quartiles:
+            return ""
+        low, high = self.ratio_quartiles
+        return f" [{low:.0%}-{high:.0%}]"
 
     def timed_with(self, baseline: "Measurement | None") -> bool:
         """Whether this kernel was timed in rounds interleaved with `baseline` (so `ratio` is against it)."""

@@ -317,7 +317,8 @@ def table(measurements: list[Measurement], baseline: Measurement | None = None, 
         share, of = shares[id(m)] if m is not baseline else ((1.0, None) if used else (None, None))
         if of == "own":
             of = f"{baseline.ms:.4f} ms"
-        vs = f"{share:.0%}" + (f" of {of}" if of else "") if share is not None else ""
+        spread = m.spread() if m is not baseline and m.timed_with(baseline) else ""
+        vs = f"{share:.0%}{spread}" + (f" of {of}" if of else "") if share is not None else ""
         gbps = f"{m.gbps:,.0f}" + (" req." if m.traffic == "requested" else "") if m.gbps else ""
         copy = (f"{m.gbps / ceiling_gbps:.0%}" if m.gbps else "",) if both else ()
         rows.append((
@@ -325,6 +326,10 @@ def table(measurements: list[Measurement], baseline: Measurement | None = None, 
             f"{m.rel_err:.1e}" if m.rel_err is not None else "", vs, "live" if m.source == "live" else f"recorded {m.date}",
         ))
     notes = []
+    if any(m.ok and m.ratio_quartiles for m in measurements):
+        notes.append("(vs baseline: the median of per-round ratios [their quartiles]; ahead only where the lower is >100%)")
+    if any(m.ok and m.l2_flushed for m in measurements):
+        notes.append("(timed with L2 flushed before every call: the data would fit in L2)")
     if any(m.ok and m.gbps and m.traffic == "requested" for m in measurements):
         notes.append("(GB/s req.: bytes the kernel requests from global memory, repeats included; "
                      "other GB/s: minimal DRAM traffic)")

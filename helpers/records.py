@@ -61,6 +61,8 @@ def _perturb(data: dict, notebook: str, word: str) -> dict:
             entry["ms"] *= factor
         if entry.get("ratio"):  # baseline ms / this ms
             entry["ratio"] /= factor
+        if entry.get("ratio_quartiles"):
+            entry["ratio_quartiles"] = [q / factor for q in entry["ratio_quartiles"]]
     return data
 
 

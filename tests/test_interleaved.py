@@ -4,6 +4,7 @@ with stand-in clocks, so that each test knows exactly which number must come out
 
 import contextlib
 import itertools
+import statistics
 import sys
 import types
 
@@ -88,6 +89,17 @@ def test_a_round_repeats_the_call_for_at_least_10_ms_and_returns_ms_per_call(ms,
 
 
 
+def test_a_flushed_round_times_each_call_alone_after_its_flush_and_leaves_the_flush_out():
+    clock, flushes = _Clock(0.5), []
+
+    def flush():  # writing a buffer larger than L2 takes time too, outside the timed call
+        flushes.append(clock.now)
+        clock.now += 3.0
+
+    one_round = baselines.flushed_rounds(clock.call, clock.Event, clock.sync, flush, calls=4, warmup=1)
+    assert one_round() == pytest.approx(0.5) and len(flushes) == 4 and clock.calls == 1 + 4
+
+
 def test_a_graphed_round_replays_calls_captured_once_with_no_python_between_them(monkeypatch):
     """A 3.9-microsecond matmul (2**-8 ms): a 10 ms round is 2,560 calls, captured once into a CUDA graph;
     a round is then one replay (a stand-in torch: capture counts the calls, replay runs them)."""
@@ -152,9 +164,38 @@ def test_a_kernel_measured_against_a_baseline_is_timed_interleaved_with_it(sessi
     assert m.ratio == pytest.approx(np.median([4 / 4, 5 / 6, 6 / 8, 7 / 10]))
     assert m.baseline_ms == 5.5  # the baseline's median over those rounds, not its own 2.0 ms before
     assert m.of(base) == m.ratio != m.tflops / base.tflops
+    # the per-round ratios 1, 5/6, 3/4, 7/10 spread from about 71% to 96%: behind in most rounds
+    low, high = statistics.quantiles([4 / 4, 5 / 6, 6 / 8, 7 / 10], n=4)[::2]
+    assert m.ratio_quartiles == pytest.approx([low, high]) and m.standing(base) == "behind"
+    assert not m.l2_flushed  # on the CPU: nothing to flush
     text = helpers.table([m, base], baseline=base)  # the ratio beside 5.5 ms; the 2.0 ms no ratio used left out
-    assert text.splitlines()[2].endswith(f"{m.ratio:.0%} of 5.5000 ms") and len(text.splitlines()) == 4
+    assert text.splitlines()[2].endswith(f"{m.ratio:.0%} [{low:.0%}-{high:.0%}] of 5.5000 ms")
     assert "2.0000" not in text and text.splitlines()[3] == "(every row: live)"
+    assert "quartiles" in text.splitlines()[4] and len(text.splitlines()) == 5
+
+
+def test_ahead_only_where_the_lower_quartile_of_the_rounds_is_above_one():
+    base = bench.Measurement("cuBLAS", 1.0, flops=1e9)
+    def kernel(quartiles):
+        return bench.Measurement("kernel", 0.9, flops=1e9, versus="cuBLAS", ratio=1.1, ratio_quartiles=quartiles)
+    assert kernel([1.02, 1.15]).standing(base) == "ahead of"
+    assert kernel([0.98, 1.15]).standing(base) == "level with"
+    assert kernel([0.90, 0.97]).standing(base) == "behind"
+    assert kernel(None).standing(base) is None  # an older record: no spread, no verdict
+    with pytest.raises(ValueError, match="lower quartile is above the upper"):
+        kernel([1.2, 1.1])
+
+
+def test_only_a_memory_bound_kernel_whose_data_fits_in_l2_is_timed_with_l2_flushed(session, monkeypatch):
+    assert session.flush_bytes(1e6) == 0  # the CPU stand-in: no L2 to flush
+    spec = helpers.env.datasheet("NVIDIA H100 80GB HBM3").spec()
+    monkeypatch.setattr(session, "device", tvm.cuda(0))
+    monkeypatch.setattr(session, "spec", spec)
+    l2 = spec.l2_bytes
+    assert session.flush_bytes(l2 / 2) == 2 * l2  # a softmax over 25 MB: flushed
+    assert session.flush_bytes(8 * l2) == 0  # data well beyond L2: it cannot stay there
+    assert session.flush_bytes(l2 / 2, flops=1e6 * l2) == 0  # compute-bound: L2 is part of the point
+    assert session.flush_bytes(None) == 0
 
 
 def test_without_a_live_baseline_the_kernel_is_timed_alone(session):
