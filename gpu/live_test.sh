@@ -7,6 +7,8 @@
 # Run the calls back to back (the machine goes back about 30 s after a call, and the run with it).
 # `wait` copies the log, headed by the GPU, date, TVM version, commit and command, to
 # $OUT/pytest-live.txt for notebooks/results/<gpu>/logs/. Needs .gpu/3/device.sh install first.
+# Started with COURSE_RECORD=1 (and COURSE_RECORD_COMMAND), the run records as gpu/record.sh --pytest
+# does, and the last `wait` packs the records it wrote into $OUT/records.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 dir=/tmp/live-test
@@ -30,7 +32,12 @@ case ${1:-} in
     for _ in $(seq 108); do [[ -f $dir/rc ]] && break; sleep 5; done
     cp "$dir/log" "${OUT:-.}/pytest-live.txt" 2>/dev/null
     tail -5 "$dir/log"
-    if [[ -f $dir/rc ]]; then echo "done: exit status $(cat "$dir/rc")"; else echo "still running"; fi
+    if [[ -f $dir/rc ]]; then
+      tar czf "${OUT:-.}/records.tgz" notebooks/results/*/*.json 2>/dev/null
+      echo "done: exit status $(cat "$dir/rc")"
+    else
+      echo "still running"
+    fi
     ;;
   *) echo "usage: bash gpu/live_test.sh start [pytest arguments] | wait" >&2; exit 2 ;;
 esac
