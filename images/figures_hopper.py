@@ -186,7 +186,7 @@ def draw_hopper_roles_timeline():
     ax.set_ylim(-0.5, 4.0)
     ax.set_xlim(-0.1, last + 0.1)
     ax.set_xticks([])
-    ax.set_xlabel("time: the consumers are never idle once the first tile has landed")
+    ax.set_xlabel("time, as planned: measured, the tensor pipe is busy 84% of the cycles, not all")
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     ax.tick_params(axis="y", length=0)

@@ -1,20 +1,60 @@
 """Notebooks 07 and 08's checked exercises, run with their published solutions (they must say
 correct) and with plausible wrong answers (they must not), on the CPU: each builds the kernel
-with the student's numbers for sm_90a and assembles it."""
+with the student's numbers (or, in 07's exercise 3, the student's TMA copy) for sm_90a and
+assembles it. On a Hopper GPU exercise 3 also runs the student's copy and compares the box with B."""
 
 
 import pytest
 
-from test_exercises import run_exercise, solution
+from test_exercises import _one, run_exercise, solution
 
 NB07, NB08 = "07_hopper_wgmma_tma", "08_hopper_persistent_kernel"
 START = ["helpers.start("]  # the session and what the notebook decides from it; the kernels are exported
 STAGES = "max_stages_256 = ..."
+BYTES = "bytes_256 = ..."
+BOX = "def load_b_box("
+RUN07 = 'HOPPER = nb.supports("wgmma + TMA", "as a build for sm_90a")\nRUN = nb.live and HOPPER'
 TILES = "block_m, block_n = ..., ..."
 
 
 def run_07(tmp_path, capsys, answer):
     return run_exercise(tmp_path, capsys, NB07, START, STAGES, answer, extra="M = N = K = 4096")
+
+
+def test_07_the_bytes_of_a_k_step(tmp_path, capsys):
+    solved = run_exercise(tmp_path, capsys, NB07, START, BYTES, solution(NB07, "**1.**"))
+    assert solved.startswith("correct: 43 versus 32 multiply-adds per byte"), solved
+    for wrong in ("bytes_256, bytes_128 = 128 * 64 + 64 * 256, 128 * 64 + 64 * 128", "bytes_256, bytes_128 = ..., ..."):
+        assert run_exercise(tmp_path, capsys, NB07, START, BYTES, wrong).startswith("not yet"), wrong
+
+
+BOX_SOLUTION = solution(NB07, "**3.**")
+BOX_WRONG = {
+    "the coordinates outermost first": BOX_SOLUTION.replace("col, k * BK,", "k * BK, col,"),
+    "the row in k steps, not elements": BOX_SOLUTION.replace("col, k * BK,", "col, k,"),
+    "no bytes expected": "\n".join(line for line in BOX_SOLUTION.splitlines() if "expect_tx" not in line),
+    "half the bytes": BOX_SOLUTION.replace("T.uint32(BK * 64 * 2)", "T.uint32(BK * 64)"),
+    "two copies": BOX_SOLUTION + "\n" + BOX_SOLUTION.splitlines()[-1],
+}
+
+
+def test_07_the_tma_copy_of_a_box_of_b(tmp_path, capsys):
+    out = run_exercise(tmp_path, capsys, NB07, START, BOX, BOX_SOLUTION, extra=RUN07)
+    assert out.strip().splitlines()[-1].startswith("correct: the "), out
+    assert "B[128:192, 192:256]" in out, out
+
+
+@pytest.mark.parametrize("wrong", BOX_WRONG)
+def test_07_the_tma_copy_refuses_wrong_boxes(tmp_path, capsys, wrong):
+    assert BOX_WRONG[wrong] != BOX_SOLUTION, "a wrong answer that is the solution: the notebook's text moved"
+    out = run_exercise(tmp_path, capsys, NB07, START, BOX, BOX_WRONG[wrong], extra=RUN07)
+    assert "\nnot yet: " in "\n" + out and "correct" not in out, out
+
+
+def test_07_the_tma_copy_says_when_it_is_not_written(tmp_path, capsys):
+    cell = _one(NB07, BOX)
+    out = run_exercise(tmp_path, capsys, NB07, START, BOX, cell[:cell.index("\n\n")], extra=RUN07)
+    assert out.strip().splitlines()[-1] == "not yet: fill in load_b_box (where the `...` is)", out
 
 
 def run_08(tmp_path, capsys, answer):
