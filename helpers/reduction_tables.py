@@ -14,6 +14,7 @@ import dataclasses
 import numpy as np
 
 from . import plots, records
+from .env import datasheet
 from .kernels import require_divides
 from .bench import run
 
@@ -155,21 +156,20 @@ def sweep_table(found, copy, row_lengths=ROW_LENGTHS) -> str:
     return plots.text_table(rows)
 
 
-def copy_sizes(spec) -> str:
+def copy_sizes() -> str:
     """The float4 copy of notebook 00 timed on the H100 at 2^22..2^26 floats (gpu/experiments/09_reductions.py
-    copy-sizes), beside what the GPU's DRAM and L2 can hold and deliver, so the reader can see which sizes
-    were served by L2: no copy from DRAM can beat the DRAM's peak."""
+    copy-sizes), beside what that GPU's L2 holds and its DRAM's peak (its data sheet), so the reader sees which
+    sizes were served by L2: no copy from DRAM can beat the DRAM's peak."""
     made, *lines = (records.EXPERIMENTS_DIR / "09_reductions.copy-sizes.txt").read_text().splitlines()
-    copies = [line for line in lines if line.startswith("copy")]
+    gpu = made.lstrip("# ").split(",")[0]
+    sheet = datasheet(gpu)
     out = [made.lstrip("# ").split(";")[0] + ", L2 not flushed between runs:"]
-    for line in copies:
-        floats = 1 << int(line.split("^")[1].split()[0])
-        moved = 2 * 4 * floats  # read once, written once
-        fits = spec is not None and moved <= spec.l2_bytes
+    for line in (line for line in lines if line.startswith("copy")):
+        moved = 2 * 4 * (1 << int(line.split("^")[1].split()[0]))  # each float read once, written once
+        fits = sheet is not None and moved <= sheet.l2_mib << 20
         out.append(f"{line}   {moved / 2**20:5.0f} MiB moved{'  (fits in L2)' if fits else ''}")
-    if spec is not None:
-        peak = f"{spec.dram_gbps:,.0f} GB/s" if spec.dram_gbps else "unknown"
-        out.append(f"{spec.name}: L2 {spec.l2_bytes / 2**20:.0f} MiB, DRAM peak {peak} (data sheet)")
+    if sheet is not None:
+        out.append(f"{gpu}: L2 {sheet.l2_mib} MiB, DRAM peak {sheet.dram_gbps:,.0f} GB/s (data sheet)")
     return "\n".join(out)
 
 
