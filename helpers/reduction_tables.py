@@ -156,6 +156,16 @@ def sweep_table(found, copy, row_lengths=ROW_LENGTHS) -> str:
     return plots.text_table(rows)
 
 
+def steps_table(steps, baseline, copy) -> str:
+    """The ladder's table (plots.table) of the steps that have a result, each against the baseline timed in
+    its rounds and as a share of the copy; steps without one (a step not yet recorded on this GPU) are named
+    under it rather than given a row of dashes and a source column that would not fit a slide."""
+    shown = [m for m in steps if m.ok]
+    text = plots.table(shown + [baseline], baseline=baseline, ceiling_gbps=copy.gbps if copy.ok else None)
+    waiting = [m.name for m in steps if not m.ok]
+    return text + (f"\nno result yet for: {', '.join(waiting)}" if waiting else "")
+
+
 def copy_sizes() -> str:
     """The float4 copy of notebook 00 timed on the H100 at 2^22..2^26 floats (gpu/experiments/09_reductions.py
     copy-sizes), beside what that GPU's L2 holds and its DRAM's peak (its data sheet), so the reader sees which

@@ -49,7 +49,7 @@ def draw_block_allreduce():
         ax.add_patch(Rectangle((w * 1.2, 5.95), 1.1, 0.55, facecolor=WARP_SHADES[w], edgecolor="black", lw=0.6))
         ax.text(w * 1.2 + 0.55, 6.22, f"warp {w}", ha="center", va="center", fontsize=8.5,
                 color="white" if w >= 3 else "black")
-    # one warp's butterfly of shuffles (left)
+    # one warp's tree of shuffles (left)
     lane = 0.27
     x0, top = 0.0, 4.9
     offsets = [16, 8, 4, 2, 1]
