@@ -1,7 +1,8 @@
 """Notebook 09 (reductions) on the CPU: its exercise with the published solution and with wrong
 answers; the computations themselves (the online softmax's running rescale, Welford in each lane and
 Chan across lanes), run unscheduled on LLVM against float64 NumPy, masked and large logits
-included; and the clear errors for rows its schedules cannot cut."""
+included; the two steps between the fused softmax and its 16-byte stores; the copy sizes that fit
+in L2; and the clear errors for rows its schedules cannot cut."""
 
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 import tvm
 
 import helpers
+from helpers import reduction_tables
 from test_exercises import _one, run_exercise, solution
 
 NB = "09_reductions"
@@ -125,3 +127,36 @@ def test_the_exercise_says_when_it_is_not_attempted(tmp_path, capsys):
     cell = _one(NB, EXERCISE)
     out = run_exercise(tmp_path, capsys, NB, CONTEXT, EXERCISE, cell[:cell.index("\n\n")], extra=SHORT_ROWS)
     assert out.strip() == EXERCISE
+
+
+# ------------------------------------------------------------------ the softmax ladder: fusion, then 16-byte stores
+
+def test_the_fusion_stores_one_value_at_a_time_and_the_next_step_16_bytes(nb09):
+    """Step 2 (`fused`) writes each thread's 8 outputs one fp16 at a time; step 3 (`one_kernel`) adds only the
+    register copy and its vectorized store: the CUDA of step 3 stores Y through uint4, step 2's never does."""
+    mod = nb09.softmax(64, 1024)
+    fused, stored = helpers.cuda_source(nb09.fused(mod, 128)), helpers.cuda_source(nb09.one_kernel(mod, 128))
+    assert "*(uint4*)(Y_ptr" not in fused and fused.count("Y_ptr[") == 8
+    assert "*(uint4*)(Y_ptr" in stored and "Y_ptr[" not in stored
+    assert stored.count("__syncthreads") == fused.count("__syncthreads")  # the same reductions, the same barriers
+
+
+@pytest.mark.skipif(not helpers.gpu_available(), reason="no CUDA GPU visible to TVM")
+@pytest.mark.parametrize("rows, lanes", [(1, 128), (4, 32)])
+def test_each_step_of_the_ladder_computes_the_softmax(nb09, rows, lanes):
+    x = nb09.logits(64, 1024)
+    for step in (nb09.fused, nb09.one_kernel):
+        for mod in (nb09.softmax(64, 1024), nb09.online_softmax(64, 1024, lanes)):
+            y = helpers.run(step(mod, lanes, rows), [x, np.empty_like(x)])
+            assert np.abs(y.astype(np.float64) - nb09.softmax_ref(x)).max() < 2e-3, (step.__name__, rows, lanes)
+
+
+# ------------------------------------------------------------------ the plumbing in helpers.reduction_tables
+
+def test_the_copy_sizes_say_which_fit_in_l2():
+    """Only the copy of 2^22 floats (32 MiB moved) fits in the H100's 50 MiB L2: the one above the DRAM's peak."""
+    lines = reduction_tables.copy_sizes().splitlines()
+    fitting = [line.split(":")[0] for line in lines if "fits in L2" in line]
+    assert fitting == ["copy 2^22 floats float4"], lines
+    assert lines[-1] == "NVIDIA H100 80GB HBM3: L2 50 MiB, DRAM peak 3,352 GB/s (data sheet)"
+    assert float(lines[1].split("us")[1].split("GB/s")[0].replace(",", "")) > 3352  # L2, not DRAM
