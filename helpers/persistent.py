@@ -5,6 +5,7 @@ the lecture shows the kernel's steps and not the bookkeeping around them."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 
 import numpy as np
@@ -189,10 +190,14 @@ def _source(fn) -> str:
 
 def source_diff(before, after, lines: int = 40) -> str:
     """What one step changed in a kernel's code: difflib's unified diff of two functions' (or macros')
-    source, without its file headers, so a step shows its change and not its whole code again."""
+    source, docstrings and comments left out: the lines a step changed, beside the code it is now."""
     import difflib
 
-    diff = list(difflib.unified_diff(_source(before).splitlines(), _source(after).splitlines(), lineterm="", n=0))
+    def code(fn):  # without docstrings, comment lines and blank lines: the code that runs
+        text = re.sub(r'[ \t]*"""(.|\n)*?"""[ \t]*\n', "", _source(fn))
+        return [line for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+    diff = list(difflib.unified_diff(code(before), code(after), lineterm="", n=0))
     return kernels.fit_listing("\n".join(diff[2:]), lines, comment="#")
 
 
