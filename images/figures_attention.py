@@ -38,7 +38,7 @@ def draw_flash_tiling():
     # K^T: n tiles of columns; tile j = 4 highlighted
     x0 = 2.2
     for t in range(n):
-        ax.add_patch(Rectangle((x0 + t * w, n * w - 1.2), w, 1.2, facecolor=KV_COL if t == 4 else "white",
+        ax.add_patch(Rectangle((x0 + t * w, n * w - 0.85), w, 0.85, facecolor=KV_COL if t == 4 else "white",
                                alpha=0.7 if t == 4 else 1, edgecolor="black", lw=0.8))
     ax.text(x0 + n * w / 2, n * w + 0.15, "K^T (d x N): tile j = 0, 1, 2, ... streams past", ha="center",
             va="bottom", fontsize=9)
