@@ -19,6 +19,7 @@ import tvm_ffi
 
 import helpers
 from helpers import attention, autotune, baselines, bench, kernels, lessons, records, tuning
+from helpers import attention_steps
 
 from conftest import H100, bound_vector_add, write_record
 from test_gate import ADD, WRITES_NAN
@@ -342,6 +343,11 @@ ERROR_INPUTS = {
          "n must be a positive integer, got -1"),
         ("heads fraction", lambda c: attention.qkv(1, 2.5, 64, 64, live=False), ValueError,
          "h must be a positive integer, got 2.5"),
+    ],
+    "attention_steps.row_statistics_case": [
+        ("statistic", lambda c: attention_steps.row_statistics_case(np.empty((1, 64, 64), "float16"),
+                                                                    np.empty((1, 64, 64), "float16"), "mean"),
+         ValueError, "what is 'max' or 'logsumexp', not 'mean'"),
     ],
     "records.load": [
         ("a folder", lambda c: records.load(c.tmp), records.RecordError, "is a folder, not a results file"),
