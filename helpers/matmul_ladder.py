@@ -15,9 +15,14 @@ import time
 
 import numpy as np
 
-from . import plots
 from .bench import Measurement
 from .records import experiment_table
+
+
+def _plots():
+    """helpers.plots on first use: it loads matplotlib, which a notebook's first cells do without."""
+    from . import plots
+    return plots
 
 
 def label(shape) -> str:
@@ -98,7 +103,7 @@ class Bench:
             if m.ok:
                 heat[r, c] = m.tflops
         row_labels = [f"{ly}x{lx} x {by}x{bx} thr ({by * ly}x{bx * lx})" for ly, lx, by, bx in rows]
-        plots.heatmap(heat, row_labels, cols, xlabel="k tile tk", ylabel="thread tile x threads (block tile)",
+        _plots().heatmap(heat, row_labels, cols, xlabel="k tile tk", ylabel="thread tile x threads (block tile)",
                       title=f"Shared-memory blocking at {label(shape)}: TFLOP/s", source=measured.values())
         return measured
 
@@ -127,7 +132,7 @@ def by_size_table(by_size: dict):
     for size, (m, blas) in zip(labels, by_size.values()):
         rates = "".join(f"{x.tflops:>9.1f}" if x.ok else f"{'-':>9s}" for x in (m, blas))
         print(f"{size:>14s}{rates}" + (f"  {m.of(blas):.0%}" if m.of(blas) else ""))
-    return plots.sweep(labels, dict(zip(["final kernel", "cuBLAS fp32"], zip(*by_size.values()))),
+    return _plots().sweep(labels, dict(zip(["final kernel", "cuBLAS fp32"], zip(*by_size.values()))),
                        xlabel="M x N x K", metric="tflops", title="fp32 matmul by size")
 
 
@@ -163,7 +168,7 @@ def profile_table() -> str:
              "warp cycles per issued", "top stalls", "shared bank conflicts, stores", "L2 hit rate")
     rows = [["", "2 stages", "through registers", "cuBLAS"]] + [row for row in rows if row[0].startswith(shown)]
     stalls = rows.pop(next(i for i, row in enumerate(rows) if row[0].startswith("top stalls")))
-    out = [title, plots.text_table(rows)]
+    out = [title, _plots().text_table(rows)]
     out += [f"{'top stalls, ' + kernel:30s}  {stall}" for kernel, stall in zip(rows[0][1:], stalls[1:])]
     return "\n".join(out)
 
@@ -172,7 +177,7 @@ def fp32_limit_table() -> str:
     """cuBLAS's thread tile copied in TensorIR (the study 03_04_matmul.py fp32-limit)."""
     rows = experiment_table("03_04_matmul.fp32-limit", "fp32 4096x4096x4096; cuBLAS")[2]
     shown = ("variant", "04's best", "128x128, 128 threads of 16x8, tk 16", "128x128, 128 threads of 8x16, tk 16")
-    return plots.text_table([[row[0].replace("04's best: ", "section 7's "), row[2], row[4], row[6]]
+    return _plots().text_table([[row[0].replace("04's best: ", "section 7's "), row[2], row[4], row[6]]
                              for row in rows if row[0].startswith(shown)])
 
 

@@ -8,10 +8,16 @@ from __future__ import annotations
 import numpy as np
 import tvm
 
-from . import plots, records
+from . import records
 from .bench import Measurement, recorded_measurements, run as run_kernel
 from .kernels import cuda_source
 from .tuned import committed_database
+
+
+def _plots():
+    """helpers.plots on first use: it loads matplotlib, which a notebook's first cells do without."""
+    from . import plots
+    return plots
 
 
 class Inputs:
@@ -247,7 +253,7 @@ def course_page(nb, flops: float):
         print(course.table())
     on_roof = [m.at_minimal_traffic() for m in course.everything if m.flops and m.bytes and m.tflops]
     if on_roof and nb.spec is not None and nb.spec.dram_gbps:
-        return plots.roofline(nb.spec, on_roof, tensor_core=True,
+        return _plots().roofline(nb.spec, on_roof, tensor_core=True,
                               measured_compute={m.name: m.tflops for m in course.blas.values() if m.flops == flops})
     print("no recorded kernels to place on the roofline yet")
     return None
