@@ -220,6 +220,8 @@ def test_the_slide_check_catches_a_missing_section_and_a_full_screen():
 SCREENS = 25  # slides + sub-slides: one lecture (course-design.md)
 WORDS = 2800  # words of prose: "about 2,500", with room for a long formula's explanation
 LINKS = 3  # sources a student can follow
+CODE = 300  # lines of code a student sees: what is not the lesson lives in helpers
+FIGURES = 3  # diagrams of what a student must picture, from notebook 07 on (the summit)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -229,6 +231,9 @@ def test_a_notebook_is_one_lecture_with_its_sources(path):
     assert m["words"] <= WORDS, f"{path.stem}: {m['words']} words of prose (at most {WORDS})"
     assert m["links"] >= LINKS, f"{path.stem}: {m['links']} links (at least {LINKS})"
     assert not m["switches"], f"{path.stem}: functions with three or more boolean switches: {m['switches']}"
+    assert m["code"] <= CODE, f"{path.stem}: {m['code']} lines of visible code (at most {CODE}): move plumbing to helpers"
+    if path.stem >= "07":
+        assert m["figures"] >= FIGURES, f"{path.stem}: {m['figures']} figures (at least {FIGURES} from notebook 07 on)"
 
 
 def test_the_lecture_measure_counts_prose_screens_links_and_switches():
@@ -241,3 +246,7 @@ def test_the_lecture_measure_counts_prose_screens_links_and_switches():
     assert lecture_length.words(nb) == 8  # Title, See, the, guide, and, 1., Step, Solution
     assert lecture_length.links(nb) == 1
     assert lecture_length.switches(nb) == ["kernel"]
+    nb.cells += [nbformat.v4.new_markdown_cell("![a tiling](../images/t.png) and ![a timeline](../images/l.png)"),
+                 nbformat.v4.new_code_cell("x = 1\n\ny = 2", metadata={"tags": ["remove-cell"]})]
+    assert lecture_length.code_lines(nb) == 2  # the hidden cell is not read by the student
+    assert lecture_length.figures(nb) == 2
