@@ -1,18 +1,23 @@
 """Notebook 11 (FlashAttention on Hopper) on the CPU: the instructions its kernels are written with,
 as the generated CUDA shows them (wgmma fed by TMA, the register hand-over between warpgroups, two
-products in flight and ping-pong in the overlapped step); ptxas keeping every step's wgmma
-asynchronous (no serialization warning, no spills); the work items a persistent grid walks; causal
-loops stopping at the diagonal; clear errors for shapes the tiles do not take; and the exercise."""
+products in flight and ping-pong in section 3's last step); ptxas serializing the first overlap
+(C7514, as the prose says) and keeping every other step's wgmma asynchronous (no warning, no
+spills); the work items a persistent grid walks; causal loops stopping at the diagonal; clear
+errors for shapes the tiles do not take; and the exercises (the walk a student writes, checked on
+the CPU and, on a Hopper GPU, in the kernel against NumPy). On a Hopper GPU every step of the
+ladder is also checked against attention in float32 at a small shape."""
 
 
+import numpy as np
 import pytest
 
 import helpers
+from helpers import attention_sweep, flash_hopper_persistent as walk, flash_hopper_steps as steps
 from test_exercises import run_exercise, solution
 
 NB = "11_flash_attention_hopper"
 EXERCISE = "consumer_registers = ..."
-SOLUTION = solution(NB, "## 8. Exercise")
+WALK = "head = ...  # fill in"
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +28,17 @@ def nb11():
 
 def cuda(kernel, arch="sm_90a"):
     return helpers.build(kernel, arch, tir_pipeline="tirx").mod.imports[0].inspect_source()
+
+
+def steps_of(nb11):
+    """Every step of the ladder: name -> make(bh, seq, dim, causal)."""
+    hopper = nb11.hopper_flash_attention
+    return {"plain": lambda *a: hopper(*a, nb11.consume),
+            "overlap": lambda *a: hopper(*a, steps.consume_overlap),
+            "peeled": lambda *a: hopper(*a, steps.consume_peeled),
+            "ping-pong": lambda *a: hopper(*a, nb11.consume_overlapped),
+            "persistent": lambda *a: walk.persistent_flash_attention(*a, 132),
+            "a block per item": lambda *a: walk.persistent_flash_attention(*a, None)}
 
 
 def test_the_hopper_kernel_is_wgmma_fed_by_tma(nb11):
@@ -39,29 +55,32 @@ def test_the_overlapped_kernel_keeps_two_products_in_flight(nb11):
     assert "wgmma.wait_group.sync.aligned 1;" in src  # S done, P V still running: the softmax meanwhile
     assert "bar.sync" in src and "bar.arrive" in src  # ping-pong: the two consumers issue in turn
     plain = cuda(nb11.hopper_flash_attention(16, 1024, 128), "sm_90a")
+    peeled = cuda(nb11.hopper_flash_attention(16, 1024, 128, False, steps.consume_peeled), "sm_90a")
     assert "wgmma.wait_group.sync.aligned 1;" not in plain and "bar.arrive" not in plain
+    assert "wgmma.wait_group.sync.aligned 1;" in peeled and "bar.arrive" not in peeled
 
 
 @pytest.mark.skipif(helpers.kernels.nvcc_path() is None, reason="ptxas' report needs nvcc")
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("step", ["plain", "overlapped", "persistent"])
-def test_ptxas_keeps_every_hopper_step_asynchronous(nb11, step, causal):
-    """What step 2's prose says: ptxas serializes wgmma (C7512/C7514) or ignores setmaxnreg (C7507)
-    when the code does not let it keep them; then the kernel also spills. None of the steps does."""
-    consume, blocks = {"plain": (nb11.consume, None), "overlapped": (nb11.consume_overlapped, None),
-                       "persistent": (nb11.consume_overlapped, 132)}[step]
-    ex = helpers.build(nb11.hopper_flash_attention(16, 1024, 128, causal, consume, blocks), "sm_90a", tir_pipeline="tirx")
+@pytest.mark.parametrize("step", ["plain", "overlap", "peeled", "ping-pong", "persistent"])
+def test_ptxas_serializes_only_the_unpeeled_overlap(nb11, step, causal):
+    """What section 3's prose says: the overlap with a wgmma group under `if j + 1 < tiles` draws
+    C7514 and ptxas serializes it; every other step keeps wgmma asynchronous. None spills."""
+    ex = helpers.build(steps_of(nb11)[step](16, 1024, 128, causal), "sm_90a", tir_pipeline="tirx")
     report = helpers.kernels.compile_with_nvcc(ex, "sm_90a", "report")
-    assert "Potential Performance Loss" not in report, report[-600:]
+    if step == "overlap":
+        assert "(C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized" in report
+    else:
+        assert "Potential Performance Loss" not in report, report[-600:]
     assert "0 bytes spill stores, 0 bytes spill loads" in report
 
 
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_work_items_cover_each_head_and_row_block_once(nb11, causal):
-    heads, row_blocks, seq = 3, 8, 8 * nb11.BR_H
-    items = [nb11.work_item(w, row_blocks, seq, causal) for w in range(heads * row_blocks)]
+def test_the_work_items_cover_each_head_and_row_block_once(causal):
+    heads, row_blocks, seq = 3, 8, 8 * walk.BR_H
+    items = [walk.work_item(w, row_blocks, seq, causal) for w in range(heads * row_blocks)]
     assert sorted((bh, bx) for bh, bx, _ in items) == [(h, b) for h in range(heads) for b in range(row_blocks)]
-    assert all(tiles == (bx + 1 if causal else seq // nb11.BC_H) for _, bx, tiles in items)
+    assert all(tiles == (bx + 1 if causal else seq // walk.BC_H) for _, bx, tiles in items)
     if causal:  # within a head, the longest rows first
         assert [bx for bh, bx, _ in items[:row_blocks]] == list(range(row_blocks - 1, -1, -1))
 
@@ -76,6 +95,15 @@ def test_causal_kernels_stop_at_the_diagonal(nb11, consume):
     assert "blockIdx.x" not in full.split("for (int j", 1)[1].split(";", 2)[1]
 
 
+def test_the_diffs_the_notebook_prints_are_small(nb11):
+    """Each step of section 3 is shown as its diff against the step before: a few dozen lines."""
+    pairs = [(nb11.consume, steps.consume_overlap), (steps.consume_overlap, steps.consume_peeled),
+             ([steps.peeled_tile, steps.consume_peeled], [nb11.overlapped_tile, nb11.consume_overlapped])]
+    for before, after in pairs:
+        changed = [line for line in attention_sweep.code_diff(before, after).splitlines() if line[:1] in "+-"]
+        assert 0 < len(changed) <= 40, attention_sweep.code_diff(before, after)
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda m: m.hopper_flash_attention(16, 4160, 64),
      "sequence length 4160 is not a multiple of the 128-token tiles: pad it to 4224 and mask the padded keys"),
@@ -86,8 +114,40 @@ def test_shapes_the_tiles_do_not_take_are_refused(nb11, call, message):
         call(nb11)
 
 
+# ------------------------------------------------------------------ the exercises
+
+REGISTERS = solution(NB, "**Warm-up: registers.**")
+WALK_SOLUTION = solution(NB, "**Write the walk.**")
+
+
+def test_the_walk_solution_passes_and_builds_the_recorded_kernel():
+    namespace = {}
+    exec(WALK_SOLUTION, namespace)
+    order = namespace["causal_walk"]
+    assert attention_sweep.check_walk(order).startswith("correct")
+    mine = cuda(walk.persistent_flash_attention(16, 1024, 128, True, 132, attention_sweep.walk_item(order)))
+    assert mine == cuda(walk.persistent_flash_attention(16, 1024, 128, True, 132))
+
+
+@pytest.mark.parametrize("answer, hint", [
+    ("def causal_walk(w, row_blocks):\n    return w // row_blocks, w % row_blocks", "the longest item first"),
+    ("def causal_walk(w, row_blocks):\n    return w % 3, row_blocks - 1 - w // 3", "head by head"),
+    ("def causal_walk(w, row_blocks):\n    return 0, row_blocks - 1 - w % row_blocks", "exactly once"),
+    ("def causal_walk(w, row_blocks):\n    head = ...\n    row_block = ...\n    return head, row_block",
+     "not attempted yet"),
+])
+def test_the_walk_exercise_refuses_wrong_orders(tmp_path, capsys, answer, hint):
+    out = run_exercise(tmp_path, capsys, NB, ["helpers.start("], WALK, answer)
+    assert hint in out and not out.startswith("correct"), out
+
+
+def test_the_walk_exercise_with_its_solution(tmp_path, capsys):
+    out = run_exercise(tmp_path, capsys, NB, ["helpers.start("], WALK, WALK_SOLUTION)
+    assert out.startswith("correct: 24 items, head by head"), out
+
+
 def test_the_exercise_with_its_solution(tmp_path, capsys):
-    out = run_exercise(tmp_path, capsys, NB, ["helpers.start("], EXERCISE, SOLUTION)
+    out = run_exercise(tmp_path, capsys, NB, ["helpers.start("], EXERCISE, REGISTERS)
     assert out.startswith("correct: 152 registers per consumer thread"), out
 
 
@@ -100,3 +160,32 @@ def test_the_exercise_with_its_solution(tmp_path, capsys):
 def test_the_exercise_rejects_wrong_answers(tmp_path, capsys, answer, hint):
     out = run_exercise(tmp_path, capsys, NB, ["helpers.start("], EXERCISE, answer)
     assert hint in out and not out.startswith("correct"), out
+
+
+# ------------------------------------------------------------------ on a Hopper GPU: every step against NumPy
+
+def _hopper() -> bool:
+    return helpers.gpu_available() and helpers.local_gpu_spec().compute_capability == "9.0"
+
+
+@pytest.mark.skipif(not _hopper(), reason="the kernels run on a Hopper GPU (sm_90a)")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("step", ["plain", "overlap", "peeled", "ping-pong", "persistent", "a block per item",
+                                  "the walk's solution"])
+def test_every_step_matches_attention_in_float32(nb11, step, causal):
+    import tvm
+    from helpers.attention import qkv, reference
+    b, h, n, d = 2, 4, 1024, 128
+    if step == "the walk's solution":
+        namespace = {}
+        exec(WALK_SOLUTION, namespace)
+        kernel = walk.persistent_flash_attention(b * h, n, d, causal, 6, attention_sweep.walk_item(namespace["causal_walk"]))
+    else:
+        kernel = steps_of(nb11)[step](b * h, n, d, causal)
+    ex = helpers.build(kernel, "sm_90a", tir_pipeline="tirx")
+    q, k, v = qkv(b, h, n, d, True)
+    dev = tvm.cuda(0)
+    args = [tvm.runtime.tensor(x, dev) for x in (q, k, v, np.zeros_like(q))]
+    ex.mod["main"](*args)
+    out, expected = args[3].numpy().astype("float32"), reference(q, k, v, causal)
+    assert np.linalg.norm(out - expected) / np.linalg.norm(expected) < 2e-3

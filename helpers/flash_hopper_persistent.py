@@ -1,0 +1,156 @@
+"""Notebook 11's last kernel, persistent: one block per SM walks the work items (a head and 128
+rows of Q each), where section 3's kernel launched a block per item. The notebook shows it as its
+diff against section 3's code (`difflib.unified_diff`), so here it is in full: the section 3 kernel
+plus what a walk needs: the item a block takes at each turn (`work_item`, or the order a student
+writes), a count of the K and V tiles a block has loaded or used so far (`slot`: the stage and its
+parity follow from it across items), and one more mbarrier, Q_EMPTY, on which the producer waits
+before it loads the next item's Q over the last one. Its generated CUDA is the one recorded."""
+
+from tvm.script import tirx as T
+
+from helpers.attention import check_shape
+from helpers.lessons.flash_attention import (LOG2E, init_rows, mask_above_diagonal, online_softmax, rescale,
+                                             store_rows)
+from helpers.lessons.flash_attention_hopper import (BC_H, BR_H, STAGES, SWIZZLE_128B, gemm_o, gemm_s, pack_p,
+                                                    release, tma_options, tma_tile)
+
+__all__ = ["persistent_flash_attention", "work_item", "Q_EMPTY", "SWIZZLE_128B"]
+
+# the mbarriers, in one array: section 3's, and Q_EMPTY, on which the producer waits for both consumers
+Q_FULL, K_FULL, V_FULL = 0, 1, 1 + STAGES
+Q_EMPTY, K_EMPTY, V_EMPTY = 1 + 2 * STAGES, 2 + 2 * STAGES, 2 + 3 * STAGES
+
+
+@T.macro
+def init_barriers(bars, tid):
+    if tid == 0:
+        for i in T.unroll(Q_EMPTY):  # "full": the producer's one arrival, with the bytes it expects
+            T.ptx.mbarrier.init.shared.b64(bars.ptr_to([i]), T.uint32(1))
+        for i in T.unroll(2 + 2 * STAGES):  # "empty": one arrival from each consumer
+            T.ptx.mbarrier.init.shared.b64(bars.ptr_to([Q_EMPTY + i]), T.uint32(2))
+        T.ptx.fence.mbarrier_init.release.cluster()
+    T.cuda.cta_sync()
+
+
+@T.macro(hygienic=False)
+def produce(bh, bx, tiles, turn, seq, dim):
+    # one block's work: its Q once the consumers are done with the last one, then K_j and V_j into the
+    # stage each frees. slot[0]: tiles loaded before (the stage is slot % STAGES); turn: items before
+    T.cuda.mbarrier_wait(bars.ptr_to([Q_EMPTY]), turn % 2 ^ 1)
+    tma_tile(lambda b: Qs.ptr_to([b, 0, 0]), Q_map, bh * seq + bx * BR_H, bars.ptr_to([Q_FULL]), dim // 64,
+             BR_H * dim * 2)
+    for j in T.serial(tiles):
+        st, phase = T.meta_var((slot[0] + j) % STAGES), T.meta_var((slot[0] + j) // STAGES % 2)
+        T.cuda.mbarrier_wait(bars.ptr_to([K_EMPTY + st]), phase ^ 1)  # S of the last K there is done
+        tma_tile(lambda b: Ks.ptr_to([st, b, 0, 0]), K_map, bh * seq + j * BC_H, bars.ptr_to([K_FULL + st]),
+                 dim // 64, BC_H * dim * 2)
+        T.cuda.mbarrier_wait(bars.ptr_to([V_EMPTY + st]), phase ^ 1)  # P V of the last V there is done
+        tma_tile(lambda b: Vs.ptr_to([st, b, 0, 0]), V_map, bh * seq + j * BC_H, bars.ptr_to([V_FULL + st]),
+                 dim // 64, BC_H * dim * 2)
+    slot[0] = slot[0] + tiles
+
+
+@T.macro(hygienic=False)
+def overlapped_tile(j, dim, masked):
+    # S of tile j + 1 and P V of tile j issued together, in this consumer's turn (named barriers 8 and
+    # 9 alternate the two); then the softmax of tile j + 1 while P V runs
+    st, phase = T.meta_var((slot[0] + j) % STAGES), T.meta_var((slot[0] + j) // STAGES % 2)
+    nst, nphase = T.meta_var((slot[0] + j + 1) % STAGES), T.meta_var((slot[0] + j + 1) // STAGES % 2)
+    T.cuda.mbarrier_wait(bars.ptr_to([K_FULL + nst]), nphase)
+    T.cuda.mbarrier_wait(bars.ptr_to([V_FULL + st]), phase)
+    T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))  # wait for this consumer's turn
+    gemm_s(Qs, Ks, s, desc_a, desc_b, nst, wg, dim)
+    gemm_o(Vs, o, pf, desc_b, st, dim)
+    T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))  # the other consumer's turn
+    T.ptx.wgmma.wait_group.sync.aligned(1)  # S is done; P V may still run
+    release(K_EMPTY, nst)
+    if masked:
+        mask_above_diagonal(s, (j + 1) * BC_H, row0, t % 32, BC_H)
+    online_softmax(s, m, l, mx, alpha, BC_H, LOG2E / dim ** 0.5)
+    T.ptx.wgmma.wait_group.sync.aligned(0)  # P V is done: O and P's registers are free again
+    release(V_EMPTY, st)
+    rescale(o, alpha, dim)
+    pack_p(pf, s)
+
+
+@T.macro(hygienic=False)
+def consume_overlapped(bh, bx, tiles, turn, dim, masked):
+    # consume with the products of two tiles in flight: tile 0's S first, the last P V after the loop
+    wg, t = T.meta_var(warpgroup - 1), T.meta_var(tid % 128)
+    row0 = T.meta_var(bx * BR_H + wg * 64 + t // 32 * 16)
+    init_rows(o, m, l, dim)
+    if wg == 1:
+        T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn
+    T.cuda.mbarrier_wait(bars.ptr_to([Q_FULL]), turn % 2)
+    T.cuda.mbarrier_wait(bars.ptr_to([K_FULL + slot[0] % STAGES]), slot[0] // STAGES % 2)
+    gemm_s(Qs, Ks, s, desc_a, desc_b, slot[0] % STAGES, wg, dim)
+    T.ptx.wgmma.wait_group.sync.aligned(0)
+    release(K_EMPTY, slot[0] % STAGES)
+    if masked:
+        mask_above_diagonal(s, 0, row0, t % 32, BC_H)
+    online_softmax(s, m, l, mx, alpha, BC_H, LOG2E / dim ** 0.5)
+    pack_p(pf, s)
+    for j in T.serial(tiles - 2 if masked else tiles - 1):  # causal: the diagonal tile's S after the loop too
+        overlapped_tile(j, dim, False)
+    if masked and tiles >= 2:
+        overlapped_tile(tiles - 2, dim, True)
+    release(Q_EMPTY, 0)
+    st, phase = T.meta_var((slot[0] + tiles - 1) % STAGES), T.meta_var((slot[0] + tiles - 1) // STAGES % 2)
+    T.cuda.mbarrier_wait(bars.ptr_to([V_FULL + st]), phase)
+    T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
+    gemm_o(Vs, o, pf, desc_b, st, dim)
+    T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
+    T.ptx.wgmma.wait_group.sync.aligned(0)
+    release(V_EMPTY, st)
+    if wg == 0:
+        T.ptx.bar.sync(T.uint32(8), T.uint32(256))  # consumer 1's last arrival
+    store_rows(O, o, l, bh, row0, t % 32, dim)
+    slot[0] = slot[0] + tiles
+
+
+def work_item(w, row_blocks, seq, causal):
+    # item w: (head, row block, tiles of K and V); causal: longest rows first, tiles up to the diagonal
+    bx = row_blocks - 1 - w % row_blocks if causal else w % row_blocks
+    return w // row_blocks, bx, bx + 1 if causal else seq // BC_H
+
+
+def persistent_flash_attention(BH, N, D, causal=False, blocks=None, work_item=work_item):
+    check_shape(N, D, BR_H)
+    items = BH * N // BR_H  # work items, taken in turn by `blocks` blocks (one per item by default)
+    blocks, at = blocks or items, (BR_H + 2 * STAGES * BC_H) * D * 2  # at: byte offset of the mbarriers
+    @T.prim_func
+    def main(Q: T.Buffer((BH, N, D), "float16"), K: T.Buffer((BH, N, D), "float16"),
+             V: T.Buffer((BH, N, D), "float16"), O: T.Buffer((BH, N, D), "float16")):
+        Q_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(Q_map, Q.data, D, BH * N, D * 2, 64, BR_H, 1, 1, **tma_options())
+        K_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(K_map, K.data, D, BH * N, D * 2, 64, BC_H, 1, 1, **tma_options())
+        V_map: T.let[T.TensorMap()] = T.tvm_stack_alloca("tensormap", 1)
+        T.tensormap_encode_tiled(V_map, V.data, D, BH * N, D * 2, 64, BC_H, 1, 1, **tma_options())
+        T.device_entry()
+        block, tid, warpgroup = T.cta_id([blocks]), T.thread_id([384]), T.warpgroup_id([3])
+        pool = T.alloc_buffer((at + (2 + 4 * STAGES) * 8,), "uint8", scope="shared.dyn", align=1024)
+        Qs = T.decl_buffer((D // 64, BR_H, 64), "float16", data=pool.data, elem_offset=0, scope="shared.dyn")
+        Ks = T.decl_buffer((STAGES, D // 64, BC_H, 64), "float16", data=pool.data, elem_offset=BR_H * D, scope="shared.dyn")
+        Vs = T.decl_buffer(Ks.shape, "float16", data=pool.data, elem_offset=(BR_H + STAGES * BC_H) * D, scope="shared.dyn")
+        bars = T.decl_buffer((2 + 4 * STAGES,), "uint64", data=pool.data, elem_offset=at // 8, scope="shared.dyn")
+        init_barriers(bars, tid)
+        slot = T.alloc_local((1,), "int32")  # K and V tiles loaded or used so far (produce, consume count them)
+        slot[0] = 0
+        if tid < 128:
+            T.ptx["setmaxnreg.dec.sync.aligned.u32"](40)  # the producer needs few registers: give them away
+            if tid == 0:
+                for turn in T.serial((items - block + blocks - 1) // blocks):
+                    bh, bx, tiles = T.meta_var(work_item(block + turn * blocks, N // BR_H, N, causal))
+                    produce(bh, bx, tiles, turn, N, D)
+        else:
+            T.ptx["setmaxnreg.inc.sync.aligned.u32"](232)  # 232 x 256 + 40 x 128 <= 64K registers
+            s, o, pf = T.alloc_local((BC_H // 2,), "float32"), T.alloc_local((D // 2,), "float32"), T.alloc_local((BC_H // 4,), "uint32")
+            desc_a, desc_b = T.alloc_local((1,), "uint64"), T.alloc_local((1,), "uint64")
+            m, l = T.alloc_local((2,), "float32"), T.alloc_local((2,), "float32")
+            mx, alpha = T.alloc_local((2,), "float32"), T.alloc_local((2,), "float32")
+            for turn in T.serial((items - block + blocks - 1) // blocks):
+                bh, bx, tiles = T.meta_var(work_item(block + turn * blocks, N // BR_H, N, causal))
+                consume_overlapped(bh, bx, tiles, turn, D, causal)
+
+    return main
