@@ -213,6 +213,40 @@ def test_tvm_decode_kernel_builds():
     helpers.build(mod, "sm_80")
 
 
+class FakeSession:
+    """What run_sweep asks of a session, without a GPU: each kernel's arrays checked against its
+    buffers, each reference computed, each baseline's arrays kept."""
+
+    def __init__(self):
+        self.calls = []
+
+    def torch_op(self, name, fn, arrays, **kw):
+        self.calls.append((name, [a.shape for a in arrays], kw))
+        return name
+
+    def measure(self, name, kernel, args, expected, out=-1, baseline=None, **kw):
+        helpers.bench.check_args(kernel, args)
+        assert expected().shape == args[out].shape
+        assert np.isfinite(expected()).all()
+        self.calls.append((name, [a.shape for a in args], kw | {"baseline": baseline}))
+
+
+def test_the_sweep_hands_each_kernel_its_arrays(nb12, monkeypatch):
+    monkeypatch.setattr(decode, "SWEEP_BATCHES", [1, 3])
+    monkeypatch.setattr(decode, "SWEEP_CONTEXTS", [40, 100])
+    monkeypatch.setattr(decode, "SWEEP_TOKENS", 150)
+    nb = FakeSession()
+    nb.target = helpers.env.make_target("sm_80")
+    decode.run_sweep(nb, lambda b, n: nb12.decode_paged(b, 32, 8, 128, *decode.pool_size([n] * b), *nb12.plan(b, n, 132)),
+                     lambda b, n: nb12.plan(b, n, 132)[0])
+    names = [c[0] for c in nb.calls]
+    assert names == [f"{kind} {b}x{n // 1024}k" for b, n in [(1, 40), (1, 100), (3, 40)]
+                     for kind in ["copy of the same bytes", "torch sdpa, enable_gqa", "split-KV, paged", "TVM decode kernel"]]
+    sdpa = [c for c in nb.calls if c[0].startswith("torch sdpa")][-1]
+    assert sdpa[1] == [(3, 32, 128), (3, 8, 40, 128), (3, 8, 40, 128)]
+    assert all(c[2]["baseline"].startswith("copy of the same bytes") for c in nb.calls if "baseline" in c[2])
+
+
 # ------------------------------------------------------------------ on a GPU: the numbers
 
 needs_gpu = pytest.mark.skipif(not helpers.gpu_available(), reason="runs the kernels: needs a GPU")
