@@ -340,14 +340,14 @@ def sweep_chart(nb, kinds: list[str], ceiling: float | None = None):
     """The sweep's recorded (or just measured) points, one line per kind of kernel, GB/s against the
     (batch, context) pairs; 'no record yet' where there are none."""
     from . import plots
+    from .measurement import Measurement
 
     points = sweep_points()
-    series = {kind: [nb.recorded_or_live(f"{kind} {sweep_label(b, n)}") for b, n in points] for kind in kinds}
-    series = {k: [m for m in ms if m is not None] for k, ms in series.items()}
+    names = {kind: [f"{kind} {sweep_label(b, n)}" for b, n in points] for kind in kinds}
+    series = {kind: [nb.recorded_or_live(name) or Measurement(name, None, source="missing") for name in ns]
+              for kind, ns in names.items()}
     if not any(m.ok for ms in series.values() for m in ms):
         print("no record yet of the sweep on this GPU: it runs where a GPU is")
         return None
-    xs = [sweep_label(b, n) for b, n in points]
-    full = {k: ms for k, ms in series.items() if len(ms) == len(xs)}
-    return plots.sweep(xs, full, xlabel="batch x context", ceiling=ceiling, ceiling_label="copy (ceiling)",
-                       title="Decoding, fp16, 32 query heads on 8 KV heads")
+    return plots.sweep([sweep_label(b, n) for b, n in points], series, xlabel="batch x context", ceiling=ceiling,
+                       ceiling_label="copy (ceiling)", title="Decoding, fp16, 32 query heads on 8 KV heads")

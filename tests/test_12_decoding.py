@@ -296,6 +296,32 @@ def test_the_paged_kernel_and_tvms_on_a_gpu(nb12, lengths):
               out=-2, tirx=False), want)
 
 
+@needs_gpu
+def test_tvms_merge_of_two_states_is_the_lessons(nb12):
+    """TVM's _merge_state_inplace, which the exercise rewrites, against the lesson's NumPy merge."""
+    import tvm
+    from tvm.relax.frontend.nn.llm import _decode_kernels
+    g = np.random.default_rng(5)
+    v1, v2 = (g.standard_normal((3, 32, 128)).astype("float16") for _ in range(2))
+    s1, s2 = ((g.standard_normal((3, 32)) * 30).astype("float32") for _ in range(2))
+    f = _decode_kernels._merge_state_inplace(32, 128, "float16", helpers.env.make_target())
+    ex = helpers.build(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}), helpers.env.make_target())
+    dev = tvm.cuda(0)
+    t = [tvm.runtime.tensor(x, dev) for x in (v1, s1, v2, s2)]
+    ex.mod["main"](*t)
+    o, lse = nb12.merge_states(np.stack([v1, v2]).astype(np.float64), np.stack([s1, s2]).astype(np.float64))
+    close(t[0].numpy(), o)
+    np.testing.assert_allclose(t[1].numpy(), lse, rtol=1e-5)
+
+
+def test_the_sweep_chart_says_when_there_is_no_record(capsys):
+    class NoRecords:
+        def recorded_or_live(self, name):
+            return None
+    assert decode.sweep_chart(NoRecords(), decode.SWEEP_KINDS) is None
+    assert "no record yet" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------ the exercise
 
 def test_the_exercise_with_its_solution(tmp_path, capsys):
