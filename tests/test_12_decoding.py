@@ -114,9 +114,9 @@ def test_tvm_gets_the_same_table_as_page_lists():
 
 # ------------------------------------------------------------------ the plan
 
-@pytest.mark.parametrize("batch, length, sms, want", [(1, 8192, 132, (16, 512)), (8, 8192, 132, (5, 1648)),
-                                                      (64, 8192, 132, (1, 8192)), (1, 100, 132, (1, 112)),
-                                                      (8, 16384, 108, (4, 4096))])
+@pytest.mark.parametrize("batch, length, sms, want", [(1, 8192, 132, (16, 512)), (8, 8192, 132, (9, 912)),
+                                                      (64, 8192, 132, (2, 4096)), (128, 8192, 132, (1, 8192)),
+                                                      (1, 100, 132, (1, 112)), (8, 16384, 108, (7, 2352))])
 def test_the_plan(nb12, batch, length, sms, want):
     assert nb12.plan(batch, length, sms) == want
 
