@@ -460,6 +460,27 @@ ERROR_INPUTS = {
         ("row empty", lambda c: c.notebook("09_reductions").layer_norm(64, 0, 32), ValueError,
          "extent must be a positive integer, got 0"),
     ],
+    "12 plan": [
+        ("batch zero", lambda c: c.notebook("12_decoding").plan(0, 8192, 132), ValueError,
+         "batch, length, SMs and KV heads must be positive, got (0, 8192, 132, 8)"),
+    ],
+    "12 decode_split": [
+        ("heads", lambda c: c.notebook("12_decoding").decode_split(8, 8192, 32, 6, 128, 4, 2048), ValueError,
+         "32 query heads are not a multiple of 6 KV heads"),
+        ("head dim", lambda c: c.notebook("12_decoding").decode_split(8, 8192, 32, 8, 64, 4, 2048), ValueError,
+         "head dimension 64 is not supported: the kernels take 128"),
+    ],
+    "helpers.decode.check_paged": [
+        ("page outside", lambda c: helpers.decode.check_paged(np.zeros((4, 2, 8, 16, 128), "float16"),
+                                                              np.array([[0, 4]], "int32"), np.array([20])), ValueError,
+         "sequence 0 names page 4, outside the cache's 4 pages"),
+        ("length above pages", lambda c: helpers.decode.check_paged(np.zeros((4, 2, 8, 16, 128), "float16"),
+                                                                    np.array([[0, 1]], "int32"), np.array([33])),
+         ValueError, "sequence 0 has length 33, above the 2 pages of 16 tokens"),
+        ("length zero", lambda c: helpers.decode.check_paged(np.zeros((4, 2, 8, 16, 128), "float16"),
+                                                             np.array([[0, 1]], "int32"), np.array([0])),
+         ValueError, "sequence 0 has length 0: a decoding step needs at least one token"),
+    ],
     "10 flash_attention": [
         ("head dim", lambda c: c.notebook("10_flash_attention").flash_attention(16, 4096, 96), ValueError,
          "head dimension 96 is not supported: the kernels take 64 or 128"),
@@ -516,7 +537,7 @@ def test_the_messages_say_what_is_accepted():
                               "00_gpu_architecture, 01_vector_add, 02_window_sum, 03_matmul_local_blocking, "
                               "04_matmul_shared_blocking, 05_tensor_core_tensorization, 06_metaschedule_tuning, "
                               "07_hopper_wgmma_tma, 08_hopper_persistent_kernel, 09_reductions, 10_flash_attention, "
-                              "11_flash_attention_hopper")
+                              "11_flash_attention_hopper, 12_decoding")
     with pytest.raises(ValueError, match=r"^dtype 'int8' is not supported here: use float16, float32, float64$"):
         tuning.matmul_workload(8, 8, 8, "int8")
 

@@ -1,0 +1,112 @@
+"""Diagrams for notebook 12 (decoding): how a block's 128 threads share one KV head among its query
+heads, how split-KV cuts a sequence's keys over blocks and merges their states, and how a paged
+cache is addressed through a block table.
+
+Each draw_<name>() returns a matplotlib Figure; images/draw.py saves it as images/<name>.png.
+"""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, Rectangle
+
+from palette import BLUE, GREEN, LIGHT_GREY, ORANGE, PURPLE, RED
+
+
+def _clean(ax):
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+def _box(ax, x, y, w, h, color, text="", fontsize=9, alpha=1.0, text_color="black"):
+    ax.add_patch(Rectangle((x, y), w, h, facecolor=color, edgecolor="black", lw=0.8, alpha=alpha))
+    if text:
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, color=text_color)
+
+
+def _arrow(ax, start, end, color="black"):
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=color, lw=1.2))
+
+
+def draw_decode_block():
+    """One block of 128 threads: 8 rows of 16 lanes; each row takes a key (its 128 dims, 8 halves a
+    lane, 16 bytes) and scores it against the 4 query heads of the group held in every lane."""
+    fig, ax = plt.subplots(figsize=(12, 4.0))
+    for h in range(4):
+        _box(ax, 0, 3.0 - h * 0.8, 3.0, 0.6, BLUE, f"query head {h} of the group", alpha=0.35 + 0.15 * h)
+    ax.text(1.5, 3.95, "q: 4 heads x 128 dims,\nin every lane's registers", ha="center", va="bottom", fontsize=9)
+    x0, w = 7.7, 0.28
+    for r in range(8):
+        y = 3.6 - r * 0.5
+        for lane in range(16):
+            _box(ax, x0 + lane * w, y, w, 0.4, ORANGE if r % 2 == 0 else "#f2c4a5")
+        ax.text(x0 - 0.1, y + 0.2, f"row {r}: keys {r}, {r + 8}, {r + 16}, ...", ha="right", va="center", fontsize=9)
+    ax.text(x0 + 8 * w, 4.15, "16 lanes x 8 halves = one key's 128 dims (256 bytes)", ha="center", fontsize=9)
+    ax.text(x0 + 8 * w, -0.35, "the 8 rows read 8 neighbouring keys: 2 KiB in one go", ha="center", fontsize=9)
+    _arrow(ax, (3.2, 1.95), (4.8, 1.95), RED)
+    ax.text(4.0, 2.1, "4 dot products\nper key", ha="center", va="bottom", fontsize=9, color=RED)
+    ax.text(x0 + 16 * w + 0.3, 2.6, "each row keeps, per head:\nm  (running maximum)\nl  (running sum)\n"
+            "o  (its 8 dims of the output)", ha="left", va="center", fontsize=9)
+    ax.text(x0 + 16 * w + 0.3, 0.9, "then the 8 rows merge\nthrough shared memory", ha="left", va="center", fontsize=9,
+            color=GREEN)
+    ax.set_xlim(-0.2, 15.5)
+    ax.set_ylim(-0.6, 4.6)
+    _clean(ax)
+    return fig
+
+
+def draw_split_kv():
+    """Split-KV: one sequence's 8192 keys cut into 4 chunks, each chunk a block that writes a partial
+    state (m, l, O); a second kernel merges the states into the output."""
+    fig, ax = plt.subplots(figsize=(10, 3.8))
+    colors = [BLUE, ORANGE, GREEN, PURPLE]
+    for s in range(4):
+        _box(ax, s * 2.4, 2.6, 2.4, 0.6, colors[s], f"keys {s * 2048}-{s * 2048 + 2047}", alpha=0.6)
+        _box(ax, s * 2.4 + 0.3, 1.2, 1.8, 0.6, colors[s], f"block {s}: (O, L)", alpha=0.3)
+        _arrow(ax, (s * 2.4 + 1.2, 2.55), (s * 2.4 + 1.2, 1.85))
+        _arrow(ax, (s * 2.4 + 1.2, 1.15), (4.8, 0.25))
+    ax.text(4.8, 3.5, "one sequence, one KV head: its cached keys and values", ha="center", fontsize=9)
+    _box(ax, 3.3, -0.45, 3.0, 0.65, LIGHT_GREY, "merge (second kernel): O", fontsize=9)
+    ax.text(9.9, 1.5, "kernel 1: a block per\n(sequence, KV head, split)\n\nkernel 2: a block per\n"
+            "(sequence, query head)", ha="left", va="center", fontsize=9)
+    ax.set_xlim(-0.2, 12.5)
+    ax.set_ylim(-0.7, 3.8)
+    _clean(ax)
+    return fig
+
+
+def draw_paged_cache():
+    """A paged cache: three sequences of different lengths, their pages of 16 tokens scattered in
+    one pool, found through each sequence's row of the block table; the last page partly filled."""
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    rows = [("seq 0: 40 tokens", [5, 2, 9], 40), ("seq 1: 17 tokens", [0, 7], 17), ("seq 2: 1 token", [4], 1)]
+    colors = [BLUE, ORANGE, GREEN]
+    ax.text(1.9, 3.75, "block table (page numbers)", ha="center", fontsize=9)
+    for b, (name, pages, n) in enumerate(rows):
+        y = 3.0 - b * 0.8
+        ax.text(-0.1, y + 0.25, name, ha="right", va="center", fontsize=9)
+        for i, p in enumerate(pages):
+            _box(ax, i * 0.9 + 0.4, y, 0.9, 0.5, colors[b], str(p), alpha=0.5)
+    ax.text(8.0, 3.75, "the pool: pages of 16 tokens (K and V, 8 KV heads, 128 dims)", ha="center", fontsize=9)
+    owner = {p: (b, i, n) for b, (_, pages, n) in enumerate(rows) for i, p in enumerate(pages)}
+    for p in range(10):
+        x, y = 4.6 + (p % 5) * 1.4, 2.6 - (p // 5) * 1.3
+        if p in owner:
+            b, i, n = owner[p]
+            used = min(16, n - 16 * i) / 16
+            _box(ax, x, y, 1.2 * used, 0.8, colors[b], alpha=0.5)
+            if used < 1:
+                _box(ax, x + 1.2 * used, y, 1.2 * (1 - used), 0.8, LIGHT_GREY)
+        else:
+            _box(ax, x, y, 1.2, 0.8, LIGHT_GREY)
+        ax.add_patch(Rectangle((x, y), 1.2, 0.8, facecolor="none", edgecolor="black", lw=0.8))
+        ax.text(x + 0.6, y - 0.15, f"page {p}", ha="center", va="top", fontsize=9)
+    _arrow(ax, (3.2, 3.1), (4.55, 1.75), RED)
+    ax.text(-2.1, 1.3, "key t of sequence b: row t % 16\nof page table[b, t // 16]", ha="left", va="top", fontsize=9,
+            color=RED)
+    ax.text(7.6, 0.55, "grey: unused pages and the tail of each last page, never read",
+            ha="center", fontsize=9)
+    ax.set_xlim(-2.2, 11.8)
+    ax.set_ylim(0.2, 4.0)
+    _clean(ax)
+    return fig
