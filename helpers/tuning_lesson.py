@@ -9,7 +9,7 @@ import numpy as np
 import tvm
 
 from . import records
-from .bench import Measurement, recorded_measurements, run as run_kernel
+from .bench import Measurement, recorded_measurements, relative_error, run as run_kernel
 from .kernels import cuda_source
 from .tuned import committed_database
 
@@ -323,5 +323,7 @@ def check_tuned_tiling(sch, best, inputs: Inputs | None = None) -> None:
     bounds = [cuda_source(s).split("__launch_bounds__(")[1].split(")")[0] for s in (sch, best.sch)]
     assert bounds[0] == bounds[1], f"{bounds[0]} threads per block, the tuned kernel {bounds[1]}"
     if inputs is not None:
-        np.testing.assert_allclose(run_kernel(sch, inputs.fp32), inputs.reference("fp32", inputs.a32, inputs.b32),
-                                   rtol=1e-4)
+        # the course's measure of error (as nb.measure's): norm of the difference over norm of the product;
+        # elementwise tolerances fail on entries that 4096 terms cancel to nearly zero
+        err = relative_error(run_kernel(sch, inputs.fp32), inputs.reference("fp32", inputs.a32, inputs.b32))
+        assert err <= 1e-5, f"relative error {err:.1e} against NumPy (at most 1e-5): the kernel computes something else"

@@ -177,6 +177,8 @@ def test_every_step_matches_attention_in_float32(nb11, step, causal):
     from helpers.attention import qkv, reference
     b, h, n, d = 2, 4, 1024, 128
     if step == "the walk's solution":
+        if not causal:
+            pytest.skip("a causal walk: each item's tiles end at the diagonal")
         namespace = {}
         exec(WALK_SOLUTION, namespace)
         kernel = walk.persistent_flash_attention(b * h, n, d, causal, 6, attention_sweep.walk_item(namespace["causal_walk"]))
