@@ -6,6 +6,7 @@ import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +61,22 @@ def test_unknown_lessons_and_names_are_refused_by_name():
         exec("from helpers.lessons.flash_attention import BR", {})
     with pytest.raises(ValueError, match="no notebook named '10_flash_attention.ipynb'"):
         helpers.lessons.lesson("10_flash_attention.ipynb")
+
+
+def test_the_attention_study_builds_every_kernel_the_notebooks_define():
+    """gpu/experiments/10_attention.py times and profiles notebooks 10 and 11's kernels by name: a lesson that
+    renames or moves one must not leave the study calling what is gone (it runs only on a GPU machine)."""
+    import importlib.util
+
+    study_dir = Path(__file__).resolve().parent.parent / "gpu" / "experiments"
+    sys.path.insert(0, str(study_dir))
+    try:
+        spec = importlib.util.spec_from_file_location("attention_study", study_dir / "10_attention.py")
+        study = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(study)
+        kernels = study.lesson_kernels(132)
+    finally:
+        sys.path.remove(str(study_dir))
+    assert set(kernels) >= {"mma.sync", "wgmma", "wgmma persistent"}
+    for name, (make, _arch) in kernels.items():
+        assert make(16, 1024, 128, False).__class__.__name__ == "PrimFunc", name

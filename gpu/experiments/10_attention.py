@@ -134,12 +134,14 @@ def lesson_kernels(blocks: int) -> dict:
     kernels explored before the notebooks (`flash_kernels.py`, deleted) are in
     notes/10_11_flash_attention.md, with the logs and commits that ran them."""
     nb10, nb11 = helpers.lessons.lesson("10_flash_attention"), helpers.lessons.lesson("11_flash_attention_hopper")
+    from helpers.flash_hopper_persistent import persistent_flash_attention  # 11 §4 shows it as a diff
+
     hopper, overlapped = nb11.hopper_flash_attention, nb11.consume_overlapped
     return {"mma.sync": (nb10.flash_attention, None),
             "mma.sync pipelined": (nb10.flash_attention_pipelined, None),
             "wgmma": (hopper, "sm_90a"),
-            "wgmma overlapped": (lambda *a: hopper(*a, overlapped), "sm_90a"),
-            "wgmma persistent": (lambda *a: hopper(*a, overlapped, blocks), "sm_90a")}
+            "wgmma overlapped": (lambda *a: hopper(*a, overlapped), "sm_90a"),  # 11 §3's ping-pong step
+            "wgmma persistent": (lambda *a: persistent_flash_attention(*a, blocks), "sm_90a")}
 
 
 PROFILED = {  # the kernels `profile` puts side by side: ours by lesson_kernels name, torch's by backend
