@@ -125,11 +125,11 @@ class Measurement:
         return "ahead of" if low > 1 else "behind" if high < 1 else "level with"
 
     def spread(self) -> str:
-        """The per-round ratios' quartiles as percentages, "[98-104%]" ("" when not recorded)."""
+        """The per-round ratios' quartiles as percentages, " [98-104%]" ("" when not recorded)."""
         if not self.ratio_quartiles:
             return ""
         low, high = self.ratio_quartiles
-        return f" [{low:.0%}-{high:.0%}]"
+        return f" [{low * 100:.0f}-{high:.0%}]"
 
     def timed_with(self, baseline: "Measurement | None") -> bool:
         """Whether this kernel was timed in rounds interleaved with `baseline` (so `ratio` is against it)."""

@@ -335,8 +335,33 @@ def table(measurements: list[Measurement], baseline: Measurement | None = None, 
                      "other GB/s: minimal DRAM traffic)")
     sources = {r[-1] for r in rows[1:]}
     if len(sources) == 1:
-        return "\n".join([text_table([r[:-1] for r in rows]), f"(every row: {sources.pop()})", *notes])
-    return "\n".join([text_table(rows), *notes])
+        rows = [r[:-1] for r in rows]
+        notes.insert(0, f"(every row: {sources.pop()})")
+    return "\n".join([text_table(_narrowed(rows, notes)), *notes])
+
+
+WIDTH = 120  # characters: the book's column and a slide's
+
+
+def _narrowed(rows: list, notes: list) -> list:
+    """`rows` within WIDTH characters where they can be: a table wider than the book's column leaves out,
+    in turn, GB/s where every row has TFLOP/s (a compute-bound table), the word "recorded" before each
+    date (said once in a note), and the long header "rel. error". A table that fits is left as it is."""
+    def width(rs):
+        return len(text_table(rs).splitlines()[1])
+
+    header = rows[0]
+    if width(rows) > WIDTH and "GB/s" in header and "TFLOP/s" in header:
+        g, t = header.index("GB/s"), header.index("TFLOP/s")
+        if all(r[t] not in ("", "-") or r[-1] == "no record" for r in rows[1:]):
+            rows = [r[:g] + r[g + 1:] for r in rows]
+    if width(rows) > WIDTH and rows[0][-1] == "source" and any(str(r[-1]).startswith("recorded ") for r in rows[1:]):
+        rows = [r[:-1] + (str(r[-1]).removeprefix("recorded "),) for r in rows]
+        notes.append("(source: the date a row was recorded, or live)")
+    if width(rows) > WIDTH and "rel. error" in rows[0]:
+        e = rows[0].index("rel. error")
+        rows = [rows[0][:e] + ("error",) + rows[0][e + 1:], *rows[1:]]
+    return rows
 
 
 def _share(m: Measurement, baseline: Measurement | None, ceiling_gbps: float | None):

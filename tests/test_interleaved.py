@@ -169,9 +169,23 @@ def test_a_kernel_measured_against_a_baseline_is_timed_interleaved_with_it(sessi
     assert m.ratio_quartiles == pytest.approx([low, high]) and m.standing(base) == "behind"
     assert not m.l2_flushed  # on the CPU: nothing to flush
     text = helpers.table([m, base], baseline=base)  # the ratio beside 5.5 ms; the 2.0 ms no ratio used left out
-    assert text.splitlines()[2].endswith(f"{m.ratio:.0%} [{low:.0%}-{high:.0%}] of 5.5000 ms")
+    assert text.splitlines()[2].endswith(f"{m.ratio:.0%} [{low * 100:.0f}-{high:.0%}] of 5.5000 ms")
     assert "2.0000" not in text and text.splitlines()[3] == "(every row: live)"
     assert "quartiles" in text.splitlines()[4] and len(text.splitlines()) == 5
+
+
+def test_a_table_wider_than_the_books_column_leaves_out_what_it_can_spare():
+    base = bench.Measurement("cuBLAS float16 4096x4096x4096", 0.2, flops=1.4e11, bytes=1e8, date="2026-11-27",
+                             source="recorded")
+    def row(name, date):
+        return bench.Measurement(name, 0.21, flops=1.4e11, bytes=1e8, rel_err=2e-4, versus=base.name, ratio=1.03,
+                                 baseline_ms=0.22, ratio_quartiles=[1.02, 1.04], date=date, source="recorded")
+    narrow = helpers.table([row("short", "2026-11-27")], baseline=base)
+    assert "GB/s" in narrow and "rel. error" in narrow  # it fits: left as it is
+    wide = helpers.table([row("wgmma + TMA, persistent, groups of 8 rows, fp16 C", "2026-11-27"),
+                          row("first kernel", "2026-11-25")], baseline=base)
+    assert max(len(line) for line in wide.splitlines()) <= 120, wide
+    assert "GB/s" not in wide.splitlines()[0] and "2026-11-25" in wide and "103% [102-104%] of 0.2200 ms" in wide
 
 
 def test_ahead_only_where_the_lower_quartile_of_the_rounds_is_above_one():
