@@ -112,7 +112,7 @@ def time_function(f, dev, args, repeat: int = 20, warmup: int = 2, min_repeat_ms
     that launch jitter averages out. `flush_bytes` > 0: each round is one call, timed after TVM
     copies a buffer of that size (larger than L2), so the call reads its data from DRAM.
     """
-    if not isinstance(repeat, int) or repeat <= 0:
+    if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat <= 0:
         raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
     if warmup < 0:
         raise ValueError(f"warmup must be >= 0, got {warmup!r}")
@@ -262,7 +262,7 @@ class Session:
         `tir_pipeline="tirx"`): it runs where the GPU has it; elsewhere its machine code for that
         architecture is compiled (the proof that it exists there) and the record is shown.
         """
-        if not isinstance(repeat, int) or repeat <= 0:
+        if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat <= 0:
             raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
         if traffic not in (None, "requested"):
             raise ValueError(f"traffic is None (bytes = the minimal DRAM traffic) or 'requested', got {traffic!r}")
@@ -294,12 +294,13 @@ class Session:
             flush = self.flush_bytes(bytes, flops)
             rounds = 5 * repeat if flush else repeat  # a flushed round is one call: more of them
             if versus is None:
-                times, base_times, ratio = time_function(ex.mod, dev, dev_args, repeat=rounds, flush_bytes=flush), None, None
+                flushed = {"flush_bytes": flush} if flush else {}
+                times, base_times, ratio = time_function(ex.mod, dev, dev_args, repeat=rounds, **flushed), None, None
             else:
                 time_function(ex.mod, dev, dev_args, repeat=1)  # warm up
                 times, base_times, ratio = baselines.interleaved(  # a flushed round: the mean of 10 flushed calls
-                    lambda: statistics.mean(time_function(ex.mod, dev, dev_args, repeat=10 if flush else 1, warmup=0,
-                                                          flush_bytes=flush)), self._rounds[versus], repeat)
+                    lambda: statistics.mean(time_function(ex.mod, dev, dev_args, repeat=10, warmup=0, flush_bytes=flush))
+                    if flush else time_function(ex.mod, dev, dev_args, repeat=1, warmup=0)[0], self._rounds[versus], repeat)
             m = self._finish(self._new(name, statistics.median(times), rel_err=err, flops=flops, bytes=bytes,
                                        shape=shape, dtype=dtype, params=params, versus=versus, ratio=ratio, traffic=traffic,
                                        baseline_ms=statistics.median(base_times) if base_times else None,
@@ -388,7 +389,7 @@ class Session:
         """Time a baseline from `one_round()` (ms per call over one timed round): the median of
         `repeat` rounds. The session keeps `one_round`, so that a kernel measured with
         `baseline=` this measurement is timed interleaved with it."""
-        if not isinstance(repeat, int) or repeat <= 0:
+        if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat <= 0:
             raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
         self._rounds[name] = one_round
         return self._finish(self._new(name, statistics.median(one_round() for _ in range(repeat)), **kw))
