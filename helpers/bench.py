@@ -262,8 +262,8 @@ class Session:
         `tir_pipeline="tirx"`): it runs where the GPU has it; elsewhere its machine code for that
         architecture is compiled (the proof that it exists there) and the record is shown.
         """
-        if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat <= 0:
-            raise ValueError(f"repeat must be a positive integer, got {repeat!r}")
+        kernels.check_number("repeat", repeat)  # a positive integer, NumPy's too; not True
+        repeat = int(repeat)
         if traffic not in (None, "requested"):
             raise ValueError(f"traffic is None (bytes = the minimal DRAM traffic) or 'requested', got {traffic!r}")
         check_args(kernel, args)
