@@ -184,13 +184,25 @@ def split_outputs(b: int, splits: int, hq: int = HQ, d: int = D) -> list[np.ndar
     return [np.empty((b, splits, hq, d), "float32"), np.empty((b, splits, hq), "float32"), np.empty((b, hq, d), "float16")]
 
 
-def code_diff(before, after, lines: int = 40) -> None:
-    """Print the lines of `after`'s source that differ from `before`'s (- removed, + added)."""
-    import difflib
+def source_of(f) -> str:
+    """The source as written: a function's, or a `T.macro`'s (a wrapper whose closure holds the
+    parsed macro; its `func` is the function the student reads)."""
     import inspect
 
-    changed = [line[:118] for line in difflib.unified_diff(inspect.getsource(before).splitlines(),
-                                                           inspect.getsource(after).splitlines(), n=0, lineterm="")
+    for cell in getattr(f, "__closure__", None) or ():
+        macro = cell.cell_contents
+        if hasattr(macro, "parse_macro") and callable(getattr(macro, "func", None)):
+            return inspect.getsource(macro.func)
+    return inspect.getsource(f)
+
+
+def code_diff(before, after, lines: int = 40) -> None:
+    """Print the lines of `after`'s source that differ from `before`'s (- removed, + added); either
+    may be a function or a `T.macro`."""
+    import difflib
+
+    changed = [line[:118] for line in difflib.unified_diff(source_of(before).splitlines(),
+                                                           source_of(after).splitlines(), n=0, lineterm="")
                if not line.startswith(("---", "+++", "@@"))]
     more = f"\n... ({len(changed) - lines} more lines)" if len(changed) > lines else ""
     print("\n".join(changed[:lines]) + more)
@@ -295,7 +307,7 @@ def check_merge_exercise(nb, merge_two, merge_states) -> str:
 SWEEP_BATCHES = [1, 8, 32, 128]
 SWEEP_CONTEXTS = [1024, 8192, 32768, 131072]
 SWEEP_TOKENS = 1 << 19
-SWEEP_KINDS = ["split-KV, paged", "TVM decode kernel", "torch sdpa, enable_gqa", "copy of the same bytes"]
+SWEEP_KINDS = ["split-KV, paged, one wave", "TVM decode kernel", "torch sdpa, enable_gqa", "copy of the same bytes"]
 
 
 def sweep_points() -> list[tuple[int, int]]:
@@ -307,9 +319,10 @@ def sweep_label(b: int, n: int) -> str:
     return f"{b}x{n // 1024}k"
 
 
-def run_sweep(nb, kernel_for, splits_for) -> None:
-    """On a GPU: every sweep point's paged kernel (`kernel_for(b, n)`, `splits_for(b, n)` splits),
-    TVM's and torch's, each checked, timed in rounds with the copy of the same bytes."""
+def run_sweep(nb, kernel, plan_for) -> None:
+    """On a GPU: every sweep point's paged kernel (`kernel(b, HQ, HKV, D, pages, table columns, splits,
+    chunk)` with `plan_for(b, n)` = (splits, chunk)), TVM's and torch's, each checked, timed in rounds
+    with the copy of the same bytes."""
     for b, n in sweep_points():
         label = sweep_label(b, n)
         q = queries(b)
@@ -327,10 +340,10 @@ def run_sweep(nb, kernel_for, splits_for) -> None:
         nb.torch_op(f"torch sdpa, enable_gqa {label}", sdpa_gqa, [q, *(np.ascontiguousarray(dense[:, i]) for i in (0, 1))],
                     **counts, quiet=True)
         del dense
-        splits = splits_for(b, n)
+        splits, chunk = plan_for(b, n)
         args = [q, kv, table, lengths, np.empty((b, splits, HQ, D), "float32"), np.empty((b, splits, HQ), "float32"),
                 np.empty_like(q)]
-        nb.measure(f"split-KV, paged {label}", kernel_for(b, n), args, expected, tol=2e-3, baseline=copy, quiet=True,
+        nb.measure(f"{SWEEP_KINDS[0]} {label}", kernel(b, HQ, HKV, D, *pool_size([n] * b), splits, chunk), args, expected, tol=2e-3, baseline=copy, quiet=True,
                    tir_pipeline="tirx", **counts)
         nb.measure(f"TVM decode kernel {label}", tvm_decode(HQ, HKV, D, nb.target), tvm_decode_args(q, kv, table, lengths),
                    expected, tol=2e-3, out=-2, baseline=copy, quiet=True, **counts)

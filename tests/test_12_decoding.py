@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import helpers
-from helpers import decode
+from helpers import decode, decode_steps
 from test_exercises import run_exercise, solution
 
 NB = "12_decoding"
 EXERCISE = "def merge_two(O, L, O1, L1, O2, L2, b, h, d, big, w1, w2):"
-SOLUTION = solution(NB, "## 9. Exercise")
+SOLUTION = solution(NB, "## 10. Exercise")
 ODD = [1, 17, 40, 16, 1000, 4099]  # one token, mid-page, whole pages, longer
 
 
@@ -130,6 +130,21 @@ def test_the_plan_covers_every_key_in_whole_pages(nb12, batch, length):
     assert splits == 1 or chunk >= 512
 
 
+@pytest.mark.parametrize("batch, length, sms, want", [(1, 131072, 132, (49, 2688)), (8, 8192, 132, (6, 1376)),
+                                                      (32, 8192, 132, (1, 8192)), (1, 1024, 132, (4, 256)),
+                                                      (8, 16384, 132, (6, 2736)), (1, 100, 40, (1, 112))])
+def test_the_plan_for_one_wave(nb12, batch, length, sms, want):
+    splits, chunk = nb12.plan_one_wave(batch, length, sms)
+    assert (splits, chunk) == want
+    assert batch * 8 * splits <= nb12.BLOCKS_PER_SM * sms or splits == 1  # never a second wave of blocks
+    assert (splits - 1) * chunk < length <= splits * chunk and chunk % 16 == 0
+
+
+def test_the_plan_for_one_wave_refuses_nonsense(nb12):
+    with pytest.raises(ValueError, match="must be positive"):
+        nb12.plan_one_wave(8, 8192, 0)
+
+
 # ------------------------------------------------------------------ the refusals
 
 @pytest.mark.parametrize("call, message", [
@@ -148,7 +163,7 @@ def test_the_kernels_refuse_heads_that_do_not_group(nb12):
     with pytest.raises(ValueError, match="32 query heads are not a multiple of 5 KV heads"):
         nb12.decode_split(2, 64, 32, 5, 128, 2, 32)
     with pytest.raises(ValueError, match="head dimension 64 is not supported"):
-        nb12.decode_paged(2, 32, 8, 64, 10, 4, 1, 64)
+        decode_steps.decode_paged(2, 32, 8, 64, 10, 4, 1, 64)
 
 
 def bad_table():
@@ -196,7 +211,7 @@ def test_the_plan_refuses_nonsense(nb12):
 def test_the_kernels_build_with_their_structure(nb12, arch):
     per_head = cuda(nb12.decode_per_head(2, 1024, 32, 8, 128), arch)
     split = cuda(nb12.decode_split(2, 1000, 32, 8, 128, 2, 512), arch)
-    paged = cuda(nb12.decode_paged(3, 32, 8, 128, 20, 4, 2, 32), arch)
+    paged = cuda(decode_steps.decode_paged(3, 32, 8, 128, 20, 4, 2, 32), arch)
     for src in (per_head, split, paged):
         assert "__shfl_xor_sync" in src and "exp2f" in src  # the 16 lanes' sum, the online softmax
         assert "uint4" in src  # a key's 16 bytes per lane in one load
@@ -204,6 +219,21 @@ def test_the_kernels_build_with_their_structure(nb12, arch):
     for src in (split, paged):
         assert "main_kernel_1(" in src and "log2f" in src  # the merge: a second kernel; L = M + log2(l)
     assert "table_ptr[" in paged and "lengths_ptr[" in paged and "table_ptr" not in split
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+def test_more_bytes_in_flight(arch):
+    """Four keys a row: eight 16-byte loads of K and V issued before the first score; ahead: the next
+    step's eight loads come before this step's shuffles in the loop."""
+    keys = cuda(decode_steps.decode_paged_keys(3, 32, 8, 128, 40, 32, 2, 256), arch)
+    ahead = cuda(decode_steps.decode_paged_ahead(3, 32, 8, 128, 40, 32, 2, 256), arch)
+    for src in (keys, ahead):
+        loop = src[src.index("for (int i = 0"):]
+        first_score = loop.index("warp_reduce_sum")
+        assert loop[:first_score].count("*(uint4*)(KV_ptr") == 2 * decode_steps.KEYS
+    before_loop = ahead[:ahead.index("for (int i = 0")]
+    assert before_loop.count("*(uint4*)(KV_ptr") == 2 * decode_steps.KEYS  # step 0's keys, loaded ahead
+    assert keys[:keys.index("for (int i = 0")].count("*(uint4*)(KV_ptr") == 0
 
 
 def test_tvm_decode_kernel_builds():
@@ -237,11 +267,11 @@ def test_the_sweep_hands_each_kernel_its_arrays(nb12, monkeypatch):
     monkeypatch.setattr(decode, "SWEEP_TOKENS", 150)
     nb = FakeSession()
     nb.target = helpers.env.make_target("sm_80")
-    decode.run_sweep(nb, lambda b, n: nb12.decode_paged(b, 32, 8, 128, *decode.pool_size([n] * b), *nb12.plan(b, n, 132)),
-                     lambda b, n: nb12.plan(b, n, 132)[0])
+    decode.run_sweep(nb, decode_steps.decode_paged_ahead, lambda b, n: nb12.plan_one_wave(b, n, 132))
     names = [c[0] for c in nb.calls]
     assert names == [f"{kind} {b}x{n // 1024}k" for b, n in [(1, 40), (1, 100), (3, 40)]
-                     for kind in ["copy of the same bytes", "torch sdpa, enable_gqa", "split-KV, paged", "TVM decode kernel"]]
+                     for kind in ["copy of the same bytes", "torch sdpa, enable_gqa", "split-KV, paged, one wave",
+                                 "TVM decode kernel"]]
     sdpa = [c for c in nb.calls if c[0].startswith("torch sdpa")][-1]
     assert sdpa[1] == [(3, 32, 128), (3, 8, 40, 128), (3, 8, 40, 128)]
     assert all(c[2]["baseline"].startswith("copy of the same bytes") for c in nb.calls if "baseline" in c[2])
@@ -288,10 +318,12 @@ def test_the_paged_kernel_and_tvms_on_a_gpu(nb12, lengths):
     kv, table, lengths = decode.paged_cache(lengths)
     want = decode.reference_paged(q, kv, table, lengths)
     for sms in (132, 4):  # many splits, few
-        splits, chunk = nb12.plan(b, int(max(lengths)), sms)
-        got = run(nb12.decode_paged(b, 32, 8, 128, len(kv), table.shape[1], splits, chunk),
-                  [q, kv, table, lengths, *decode.split_outputs(b, splits)])
-        close(got, want)
+        for kernel, plan in [(decode_steps.decode_paged, nb12.plan), (decode_steps.decode_paged_keys, nb12.plan),
+                             (decode_steps.decode_paged_ahead, nb12.plan), (decode_steps.decode_paged_ahead, nb12.plan_one_wave)]:
+            splits, chunk = plan(b, int(max(lengths)), sms)
+            got = run(kernel(b, 32, 8, 128, len(kv), table.shape[1], splits, chunk),
+                      [q, kv, table, lengths, *decode.split_outputs(b, splits)])
+            close(got, want)
     close(run(decode.tvm_decode(32, 8, 128, helpers.env.make_target()), decode.tvm_decode_args(q, kv, table, lengths),
               out=-2, tirx=False), want)
 
