@@ -68,7 +68,7 @@ def load_keys(kr, vr, KV, table, b, h, first, done, n, row, lane, page):
 
 @T.macro
 def scores_keys(s, qf, kr, done, n, row, heads):
-    # scores(...) for KEYS keys; a key past the split's end scores -FLT_MAX, so its weight is 0
+    # scores(...) for KEYS keys; a key past the split's end scores -FLT_MAX, so its weight exp2(s - m) is 0
     for kk in T.unroll(KEYS):
         for g in T.unroll(heads):
             s[kk * heads + g] = T.float32(0)
@@ -118,6 +118,9 @@ def decode_paged_keys(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16):
             n = T.meta_var(T.min(chunk, T.max(lengths[b] - sp * chunk, 0)))  # this split's keys of this sequence
             load_q(qf, Q, b, h * heads, heads, lane, scale)
             init_state(m, l, o, heads)
+            for x in T.unroll(KEYS * VEC):  # a key past the end is never loaded: weight 0 times 0, not garbage
+                kr[x] = T.float16(0)
+                vr[x] = T.float16(0)
             for i in T.serial((n + ROWS * KEYS - 1) // (ROWS * KEYS)):  # KEYS keys a row, 32 a block, a step
                 load_keys(kr, vr, KV, table, b, h, sp * chunk + i * ROWS * KEYS, i * ROWS * KEYS, n, row, lane, page)
                 scores_keys(s, qf, kr, i * ROWS * KEYS, n, row, heads)
@@ -149,6 +152,9 @@ def decode_paged_ahead(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16):
             n = T.meta_var(T.min(chunk, T.max(lengths[b] - sp * chunk, 0)))  # this split's keys of this sequence
             load_q(qf, Q, b, h * heads, heads, lane, scale)
             init_state(m, l, o, heads)
+            for x in T.unroll(KEYS * VEC):  # a key past the end is never loaded: weight 0 times 0, not garbage
+                kr[x] = T.float16(0)
+                vr[x] = T.float16(0)
             load_keys(kr, vr, KV, table, b, h, sp * chunk, 0, n, row, lane, page)  # step 0's keys
             for i in T.serial((n + ROWS * KEYS - 1) // (ROWS * KEYS)):  # KEYS keys a row, 32 a block, a step
                 for x in T.unroll(KEYS * VEC):  # this step's keys move to kc, vc; kr, vr take the next step's
