@@ -33,35 +33,40 @@ def run_step_exercise(tmp_path, capsys, notebook, answer):
     return run_cell(tmp_path, capsys, exports | {"nb": LIVE}, _one(notebook, MARKER), answer)
 
 
+SOLUTION = {notebook: solution(notebook, "Write a step of your own") for notebook in (NB03, NB04)}
+
+
+def one_change(notebook, changes):
+    """{wrong answer: the notebook's solution with one change}, from {wrong answer: (the text, what it becomes)}."""
+    return {wrong: SOLUTION[notebook].replace(text, becomes) for wrong, (text, becomes) in changes.items()}
+
+
 # ------------------------------------------------------------------ 03: a step of your own, A in registers
 
-STAGE_A = solution(NB03, "Write a step of your own")
-STAGE_A_WRONG = {
-    "B, not A": STAGE_A.replace("sch.cache_read(blk, 0,", "sch.cache_read(blk, 1,"),
-    "at k1, not k0": STAGE_A.replace("sch.get_loops(blk)[-4]", "sch.get_loops(blk)[-3]"),
-    "scalar loads": STAGE_A.replace("    _, vec = sch.split(sch.get_loops(a_local)[-1], [None, 4])\n    sch.vectorize(vec)\n", ""),
-    "float2 loads": STAGE_A.replace("[None, 4]", "[None, 2]"),
-    "both operands": STAGE_A.replace("    a_local = sch.cache_read(blk, 0, \"local\")",
-                                     "    sch.compute_at(sch.cache_read(blk, 1, \"local\"), sch.get_loops(blk)[-4])\n"
-                                     "    a_local = sch.cache_read(blk, 0, \"local\")"),
-}
+STAGE_A_WRONG = one_change(NB03, {
+    "B, not A": ("sch.cache_read(blk, 0,", "sch.cache_read(blk, 1,"),
+    "at k1, not k0": ("sch.get_loops(blk)[-4]", "sch.get_loops(blk)[-3]"),
+    "scalar loads": ("    _, vec = sch.split(sch.get_loops(a_local)[-1], [None, 4])\n    sch.vectorize(vec)\n", ""),
+    "float2 loads": ("[None, 4]", "[None, 2]"),
+    "both operands": ('    a_local = sch.cache_read(blk, 0, "local")',
+                      '    sch.compute_at(sch.cache_read(blk, 1, "local"), sch.get_loops(blk)[-4])\n'
+                      '    a_local = sch.cache_read(blk, 0, "local")'),
+})
 
 
 # ------------------------------------------------------------------ 04: a step of your own, three stages
 
-THREE = solution(NB04, "Write a step of your own")
-THREE_WRONG = {
-    "two stages": THREE.replace("[0, 0, 2]", "[0, 0, 1]"),
-    "four stages": THREE.replace("[0, 0, 2]", "[0, 0, 3]"),
-    "synchronous copies": THREE.replace('    sch.annotate(loop(sch, 6), "software_pipeline_async_stages", [0])\n', ""),
-    "the t_k = 16 tiles": THREE.replace("(8, 8, 16, 16, 8)", "(8, 8, 16, 16, 16)"),
-    "the library's steps, two stages": "my_sch = zero_first(async_copies(pipeline(padded_ik(schedule(RECT), (8, 8, 16, 16, 8)))))",
-}
 LIBRARY = "my_sch = zero_first(async_copies(pipeline(padded_ik(schedule(RECT), (8, 8, 16, 16, 8)), stages=3)))"
+THREE_WRONG = one_change(NB04, {
+    "two stages": ("[0, 0, 2]", "[0, 0, 1]"),
+    "four stages": ("[0, 0, 2]", "[0, 0, 3]"),
+    "synchronous copies": ('    sch.annotate(loop(sch, 6), "software_pipeline_async_stages", [0])\n', ""),
+    "the t_k = 16 tiles": ("(8, 8, 16, 16, 8)", "(8, 8, 16, 16, 16)"),
+}) | {"the library's steps, two stages": LIBRARY.replace(", stages=3", "")}
 
 # notebook: (its right answers, its wrong answers); the first right answer is the published solution
-ANSWERS = {NB03: ({"solution": STAGE_A}, STAGE_A_WRONG),
-           NB04: ({"solution": THREE, "library": LIBRARY}, THREE_WRONG)}
+ANSWERS = {NB03: ({"solution": SOLUTION[NB03]}, STAGE_A_WRONG),
+           NB04: ({"solution": SOLUTION[NB04], "library": LIBRARY}, THREE_WRONG)}
 
 
 @pytest.mark.parametrize("notebook, answer, right", [
