@@ -8,19 +8,10 @@ Each draw_<name>() returns a matplotlib Figure; images/draw.py saves it as image
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.patches import Rectangle
 
+from diagram import arrow, finish
 from palette import BLUE as Q_COL, GREEN as O_COL, LIGHT_GREY as GREY, ORANGE as KV_COL, RED as HOT
-
-
-def _clean(ax):
-    ax.set_aspect("equal")
-    ax.axis("off")
-
-
-def _arrow(ax, start, end, color="black", rad=0.0):
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=color, lw=1.2,
-                                 connectionstyle=f"arc3,rad={rad}"))
 
 
 def draw_flash_tiling():
@@ -56,19 +47,16 @@ def draw_flash_tiling():
         ax.add_patch(Rectangle((x_v, (n - 1 - t) * w), 1.2, w, facecolor=KV_COL if t == 4 else "white",
                                alpha=0.7 if t == 4 else 1, edgecolor="black", lw=0.8))
     ax.text(x_v + 0.6, n * w + 0.15, "V (N x d)", ha="center", va="bottom", fontsize=9)
-    _arrow(ax, (x0 + 4.5 * w, y_s + w / 2), (x_v, (n - 4.5) * w), color=HOT, rad=-0.25)
+    arrow(ax, (x0 + 4.5 * w, y_s + w / 2), (x_v, (n - 4.5) * w), color=HOT, rad=-0.25)
     ax.text(x_v - 0.1, (n - 5.6) * w, "O_i += P_ij V_j", ha="right", va="center", fontsize=8.5, color=HOT)
     # the block's state
     x_o = x_v + 2.0
     ax.add_patch(Rectangle((x_o, y_s), 1.2, w, facecolor=O_COL, alpha=0.7, edgecolor="black"))
     ax.text(x_o + 0.6, y_s + w + 0.1, "O_i (64 x d)", ha="center", va="bottom", fontsize=9)
-    _arrow(ax, (x_v + 1.25, (n - 4.5) * w), (x_o - 0.05, y_s + w / 2), color=O_COL)
+    arrow(ax, (x_v + 1.25, (n - 4.5) * w), (x_o - 0.05, y_s + w / 2), color=O_COL)
     ax.text(x_o + 0.6, y_s - 0.15, "kept on chip per row:\nm (running max)\nl (running sum)\n"
             "O_i (not yet / l)\n\nafter the last tile:\nO_i / l to DRAM", ha="center", va="top", fontsize=8.5)
-    ax.set_xlim(-1.3, x_o + 2.0)
-    ax.set_ylim(-0.2, n * w + 0.6)
-    _clean(ax)
-    return fig
+    return finish(fig, ax, (-1.3, x_o + 2.0), (-0.2, n * w + 0.6))
 
 
 def _lane_grid(ax, x0, title, cell_of):
@@ -107,16 +95,13 @@ def draw_mma_fragment_reuse():
 
     _lane_grid(ax, 0, "S (fp32): two m16n8 accumulators, keys 0-7 | 8-15", c_layout)
     _lane_grid(ax, 21, "P (fp16), m16n8k16's A fragment a0..a7 (pf[0] = a0 a1, ...)", a_layout)
-    _arrow(ax, (16.4, 8), (20.6, 8), color=HOT)
+    arrow(ax, (16.4, 8), (20.6, 8), color=HOT)
     ax.text(18.5, 9.2, "cvt.rn.f16x2\n(two fp32 of a\nlane -> one\nregister)", ha="center", va="bottom",
             fontsize=8.5, color=HOT)
     ax.text(18.5, -0.6, "each cell: the lane (0-31) that holds it; red: lane 5 (g = 1, t = 1) and its registers. "
             "Rows g and g + 8,\ncolumns 2t, 2t + 1 (+8): the same lane on both sides, so P never leaves the "
             "registers.", ha="center", va="top", fontsize=8.5)
-    ax.set_xlim(-0.5, 37.5)
-    ax.set_ylim(-2.6, 17.6)
-    _clean(ax)
-    return fig
+    return finish(fig, ax, (-0.5, 37.5), (-2.6, 17.6))
 
 
 def draw_causal_tiles():
@@ -148,7 +133,4 @@ def draw_causal_tiles():
                            (0.1, GREY, "skipped: the loop stops")]:
         ax.add_patch(Rectangle((x0, y), 0.4, 0.4, facecolor=color, alpha=0.7, edgecolor="black", lw=0.5))
         ax.text(x0 + 0.55, y + 0.2, text, ha="left", va="center", fontsize=8.5)
-    ax.set_xlim(-4.2, x0 + 5.0)
-    ax.set_ylim(-0.2, n + 1.3)
-    _clean(ax)
-    return fig
+    return finish(fig, ax, (-4.2, x0 + 5.0), (-0.2, n + 1.3))

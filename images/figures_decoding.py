@@ -8,24 +8,16 @@ Each draw_<name>() returns a matplotlib Figure; images/draw.py saves it as image
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.patches import Rectangle
 
+from diagram import arrow, finish
 from palette import BLUE, GREEN, LIGHT_GREY, ORANGE, PURPLE, RED
-
-
-def _clean(ax):
-    ax.set_aspect("equal")
-    ax.axis("off")
 
 
 def _box(ax, x, y, w, h, color, text="", fontsize=9, alpha=1.0, text_color="black"):
     ax.add_patch(Rectangle((x, y), w, h, facecolor=color, edgecolor="black", lw=0.8, alpha=alpha))
     if text:
         ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, color=text_color)
-
-
-def _arrow(ax, start, end, color="black"):
-    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, color=color, lw=1.2))
 
 
 def draw_decode_block():
@@ -43,16 +35,13 @@ def draw_decode_block():
         ax.text(x0 - 0.1, y + 0.2, f"row {r}: keys {r}, {r + 8}, {r + 16}, ...", ha="right", va="center", fontsize=9)
     ax.text(x0 + 8 * w, 4.15, "16 lanes x 8 halves = one key's 128 dims (256 bytes)", ha="center", fontsize=9)
     ax.text(x0 + 8 * w, -0.35, "the 8 rows read 8 neighbouring keys: 2 KiB in one go", ha="center", fontsize=9)
-    _arrow(ax, (3.2, 1.95), (4.8, 1.95), RED)
+    arrow(ax, (3.2, 1.95), (4.8, 1.95), RED)
     ax.text(4.0, 2.1, "4 dot products\nper key", ha="center", va="bottom", fontsize=9, color=RED)
     ax.text(x0 + 16 * w + 0.3, 2.6, "each row keeps, per head:\nm  (running maximum)\nl  (running sum)\n"
             "o  (its 8 dims of the output)", ha="left", va="center", fontsize=9)
     ax.text(x0 + 16 * w + 0.3, 0.9, "then the 8 rows merge\nthrough shared memory", ha="left", va="center", fontsize=9,
             color=GREEN)
-    ax.set_xlim(-0.2, 15.5)
-    ax.set_ylim(-0.6, 4.6)
-    _clean(ax)
-    return fig
+    return finish(fig, ax, (-0.2, 15.5), (-0.6, 4.6))
 
 
 def draw_split_kv():
@@ -63,16 +52,13 @@ def draw_split_kv():
     for s in range(4):
         _box(ax, s * 2.4, 2.6, 2.4, 0.6, colors[s], f"keys {s * 2048}-{s * 2048 + 2047}", alpha=0.6)
         _box(ax, s * 2.4 + 0.3, 1.2, 1.8, 0.6, colors[s], f"block {s}: (O, L)", alpha=0.3)
-        _arrow(ax, (s * 2.4 + 1.2, 2.55), (s * 2.4 + 1.2, 1.85))
-        _arrow(ax, (s * 2.4 + 1.2, 1.15), (4.8, 0.25))
+        arrow(ax, (s * 2.4 + 1.2, 2.55), (s * 2.4 + 1.2, 1.85))
+        arrow(ax, (s * 2.4 + 1.2, 1.15), (4.8, 0.25))
     ax.text(4.8, 3.5, "one sequence, one KV head: its cached keys and values", ha="center", fontsize=9)
     _box(ax, 3.3, -0.45, 3.0, 0.65, LIGHT_GREY, "merge (second kernel): O", fontsize=9)
     ax.text(9.9, 1.5, "kernel 1: a block per\n(sequence, KV head, split)\n\nkernel 2: a block per\n"
             "(sequence, query head)", ha="left", va="center", fontsize=9)
-    ax.set_xlim(-0.2, 12.5)
-    ax.set_ylim(-0.7, 3.8)
-    _clean(ax)
-    return fig
+    return finish(fig, ax, (-0.2, 12.5), (-0.7, 3.8))
 
 
 def draw_paged_cache():
@@ -101,12 +87,9 @@ def draw_paged_cache():
             _box(ax, x, y, 1.2, 0.8, LIGHT_GREY)
         ax.add_patch(Rectangle((x, y), 1.2, 0.8, facecolor="none", edgecolor="black", lw=0.8))
         ax.text(x + 0.6, y - 0.15, f"page {p}", ha="center", va="top", fontsize=9)
-    _arrow(ax, (3.2, 3.1), (4.55, 1.75), RED)
+    arrow(ax, (3.2, 3.1), (4.55, 1.75), RED)
     ax.text(-2.1, 1.3, "key t of sequence b: row t % 16\nof page table[b, t // 16]", ha="left", va="top", fontsize=9,
             color=RED)
     ax.text(7.6, 0.55, "grey: unused pages and the tail of each last page, never read",
             ha="center", fontsize=9)
-    ax.set_xlim(-2.2, 11.8)
-    ax.set_ylim(0.2, 4.0)
-    _clean(ax)
-    return fig
+    return finish(fig, ax, (-2.2, 11.8), (0.2, 4.0))

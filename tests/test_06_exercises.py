@@ -13,46 +13,23 @@ NB06 = "06_metaschedule_tuning"
 CONTEXT = ["helpers.start("]
 MARKER = "space = None  # your template"
 
-FIXED = """
-def space(sch):
-    i, j, k = sch.get_loops(sch.get_sblock("C"))
-    i0, i1 = sch.split(i, [None, 8])
-    j0, j1 = sch.split(j, [None, 8])
-    sch.reorder(i0, j0, k, i1, j1)
-"""
-DRAWN_NOT_USED = """
-def space(sch):
-    i, j, k = sch.get_loops(sch.get_sblock("C"))
-    sch.sample_perfect_tile(i, n=2, max_innermost_factor=16)
-    sch.sample_perfect_tile(j, n=2, max_innermost_factor=16)
-    i0, i1 = sch.split(i, [None, 8])
-    j0, j1 = sch.split(j, [None, 8])
-    sch.reorder(i0, j0, k, i1, j1)
-"""
-NOT_REORDERED = """
-def space(sch):
-    i, j, k = sch.get_loops(sch.get_sblock("C"))
-    i0, i1 = sch.split(i, sch.sample_perfect_tile(i, n=2, max_innermost_factor=16))
-    j0, j1 = sch.split(j, sch.sample_perfect_tile(j, n=2, max_innermost_factor=16))
-"""
-ONLY_I = """
-def space(sch):
-    i, j, k = sch.get_loops(sch.get_sblock("C"))
-    i0, i1 = sch.split(i, sch.sample_perfect_tile(i, n=2, max_innermost_factor=16))
-    j0, j1 = sch.split(j, [None, 8])
-    sch.reorder(i0, j0, k, i1, j1)
-"""
+SPACE = solution(NB06, "Write a design space")
+SAMPLE_I, SAMPLE_J = (f"sch.sample_perfect_tile({loop}, n=2, max_innermost_factor=16)" for loop in "ij")
+FIXED = SPACE.replace(SAMPLE_I, "[None, 8]").replace(SAMPLE_J, "[None, 8]")
+SPACE_WRONG = {
+    "no sample at all": FIXED,
+    "samples drawn, the loops still split by 8": FIXED.replace("    i0, i1", f"    {SAMPLE_I}\n    {SAMPLE_J}\n    i0, i1"),
+    "k left outside the tiles' inner loops": SPACE.replace("    sch.reorder(i0, j0, k, i1, j1)\n", ""),
+    "j still fixed": SPACE.replace(SAMPLE_J, "[None, 8]"),
+}
 
 
-@pytest.mark.parametrize("answer, ok", [
-    (solution(NB06, "Write a design space"), True),
-    (FIXED, False),  # no sample at all
-    (DRAWN_NOT_USED, False),  # samples drawn, the loops still split by 8
-    (NOT_REORDERED, False),  # k left outside the tiles' inner loops
-    (ONLY_I, False),  # j still fixed
-])
-def test_06_write_a_design_space(tmp_path, capsys, answer, ok):
+@pytest.mark.parametrize("wrong", [None, *SPACE_WRONG], ids=lambda w: w or "solution")
+def test_06_write_a_design_space(tmp_path, capsys, wrong):
+    answer = SPACE_WRONG[wrong] if wrong else SPACE
+    assert wrong is None or answer != SPACE, "a wrong answer that is the solution: the notebook's text moved"
     out = run_exercise(tmp_path, capsys, NB06, CONTEXT, MARKER, answer)
+    ok = wrong is None
     assert out.startswith("correct") == ok and ("not right" in out) != ok, out
 
 

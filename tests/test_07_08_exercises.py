@@ -17,10 +17,6 @@ RUN07 = 'HOPPER = nb.supports("wgmma + TMA", "as a build for sm_90a")\nRUN = nb.
 TILES = "block_m, block_n = ..., ..."
 
 
-def run_07(tmp_path, capsys, answer):
-    return run_exercise(tmp_path, capsys, NB07, START, STAGES, answer, extra="M = N = K = 4096")
-
-
 def test_07_the_bytes_of_a_k_step(tmp_path, capsys):
     solved = run_exercise(tmp_path, capsys, NB07, START, BYTES, solution(NB07, "**1.**"))
     assert solved.startswith("correct: 43 versus 32 multiply-adds per byte"), solved
@@ -57,28 +53,28 @@ def test_07_the_tma_copy_says_when_it_is_not_written(tmp_path, capsys):
     assert out.strip().splitlines()[-1] == "not yet: fill in load_b_box (where the `...` is)", out
 
 
-def run_08(tmp_path, capsys, answer):
-    """run_exercise for 08's cell, after its exports (which import 07's kernel)."""
-    return run_exercise(tmp_path, capsys, NB08, START, TILES, answer)
+# exercise: (the notebook, its cell's first line, what that cell needs defined, [(answer, what the check says first)])
+NUMBERS = {
+    "07 stages": (NB07, STAGES, "M = N = K = 4096", [
+        (solution(NB07, "**2.**"), "correct: 4 and 7 stages, both kernels assemble for sm_90a"),
+        ("max_stages_256, max_stages_128 = 5, 7", "not yet: 5 stages of 128 x 256 do not fit"),
+        ("max_stages_256, max_stages_128 = 3, 7", "not yet: more than 3 stages of 128 x 256 fit"),
+        ("max_stages_256, max_stages_128 = 4, 6", "not yet: more than 6 stages of 128 x 128 fit"),
+        ("max_stages_256, max_stages_128 = ..., ...", "not yet: "),
+    ]),
+    "08 tiles": (NB08, TILES, "", [  # 08's exports import 07's kernel
+        (solution(NB08, "## 6. Exercise"), "correct: 256 tiles of 64 x 64; the kernel assembles for sm_90a"),
+        ("block_m, block_n = 128, 256", "not yet: 32 tiles of 128 x 256 leave SMs idle"),
+        ("block_m, block_n = 64, 128", "not yet: 128 tiles of 64 x 128 leave SMs idle"),
+        ("block_m, block_n = 64, 32", "not yet: 64 x 64 tiles are enough too"),
+        ("block_m, block_n = ..., ...", "not yet: "),
+    ]),
+}
 
 
-@pytest.mark.parametrize("answer, says", [
-    (solution(NB07, "**2.**"), "correct: 4 and 7 stages, both kernels assemble for sm_90a"),
-    ("max_stages_256, max_stages_128 = 5, 7", "not yet: 5 stages of 128 x 256 do not fit"),
-    ("max_stages_256, max_stages_128 = 3, 7", "not yet: more than 3 stages of 128 x 256 fit"),
-    ("max_stages_256, max_stages_128 = 4, 6", "not yet: more than 6 stages of 128 x 128 fit"),
-    ("max_stages_256, max_stages_128 = ..., ...", "not yet: "),
-])
-def test_07_the_stages_that_fit_shared_memory(tmp_path, capsys, answer, says):
-    assert run_07(tmp_path, capsys, answer).startswith(says)
-
-
-@pytest.mark.parametrize("answer, says", [
-    (solution(NB08, "## 6. Exercise"), "correct: 256 tiles of 64 x 64; the kernel assembles for sm_90a"),
-    ("block_m, block_n = 128, 256", "not yet: 32 tiles of 128 x 256 leave SMs idle"),
-    ("block_m, block_n = 64, 128", "not yet: 128 tiles of 64 x 128 leave SMs idle"),
-    ("block_m, block_n = 64, 32", "not yet: 64 x 64 tiles are enough too"),
-    ("block_m, block_n = ..., ...", "not yet: "),
-])
-def test_08_tiles_enough_for_every_sm(tmp_path, capsys, answer, says):
-    assert run_08(tmp_path, capsys, answer).startswith(says)
+@pytest.mark.parametrize("notebook, cell, extra, answer, says", [
+    pytest.param(notebook, cell, extra, answer, says, id=f"{exercise}: {says}")
+    for exercise, (notebook, cell, extra, cases) in NUMBERS.items() for answer, says in cases])
+def test_07_08_the_numbers_of_a_kernel(tmp_path, capsys, notebook, cell, extra, answer, says):
+    """07: the stages of 128 x 256 and 128 x 128 tiles that fit shared memory; 08: tiles enough for every SM."""
+    assert run_exercise(tmp_path, capsys, notebook, START, cell, answer, extra=extra).startswith(says)

@@ -29,6 +29,12 @@ ARCHS = "the course knows sm_60, sm_61, sm_70, sm_75, sm_80, sm_86, sm_87, sm_89
 DTYPES = "use float16, float32, float64"
 NOTEBOOKS = "the notebooks are 00_gpu_architecture, 01_vector_add"
 LIST = "must be a list of Measurements (what Session.measure returns)"
+# texts that several entry points must say alike, as they reach one check (10's steps and
+# attention.check_shape; 09's steps and the factor check of their lanes split)
+HEAD_DIM_96 = "head dimension 96 is not supported: the kernels take 64 or 128"
+SEQUENCE_1000 = "sequence length 1000 is not a multiple of the 64-token tiles: pad it to 1024 and mask the padded keys"
+SEQUENCE_EMPTY = "the sequence length n must be a positive integer, got 0"
+LANES_100 = "lanes factor 32 does not divide the extent 100"
 
 @pytest.fixture(scope="module")
 def notebook():
@@ -322,13 +328,10 @@ ERROR_INPUTS = {
          "or choose a factor that divides 1000"),
     ],
     "attention.check_shape": [
-        ("head dim", lambda c: attention.check_shape(4096, 96, 64), ValueError,
-         "head dimension 96 is not supported: the kernels take 64 or 128"),
+        ("head dim", lambda c: attention.check_shape(4096, 96, 64), ValueError, HEAD_DIM_96),
         ("head dim fraction", lambda c: attention.check_shape(4096, 64.0, 64), ValueError, "head dimension 64.0"),
-        ("sequence", lambda c: attention.check_shape(1000, 64, 64), ValueError,
-         "sequence length 1000 is not a multiple of the 64-token tiles: pad it to 1024 and mask the padded keys"),
-        ("sequence empty", lambda c: attention.check_shape(0, 64, 64), ValueError,
-         "the sequence length n must be a positive integer, got 0"),
+        ("sequence", lambda c: attention.check_shape(1000, 64, 64), ValueError, SEQUENCE_1000),
+        ("sequence empty", lambda c: attention.check_shape(0, 64, 64), ValueError, SEQUENCE_EMPTY),
         ("sequence negative", lambda c: attention.check_shape(-128, 64, 64), ValueError, "got -128"),
         ("sequence NaN", lambda c: attention.check_shape(math.nan, 64, 64), ValueError, "got nan"),
         ("tile rows", lambda c: attention.check_shape(128, 64, 0), ValueError, "the tile's rows must be a positive integer, got 0"),
@@ -449,14 +452,12 @@ ERROR_INPUTS = {
          "softmax takes float16 or float32 rows, not 'bfloat16'"),
     ],
     "09 online_softmax": [
-        ("lanes", lambda c: c.notebook("09_reductions").online_softmax(64, 100, 32), ValueError,
-         "lanes factor 32 does not divide the extent 100"),
+        ("lanes", lambda c: c.notebook("09_reductions").online_softmax(64, 100, 32), ValueError, LANES_100),
         ("lanes zero", lambda c: c.notebook("09_reductions").online_softmax(64, 128, 0), ValueError,
          "lanes factor must be positive, got 0"),
     ],
     "09 layer_norm": [
-        ("lanes", lambda c: c.notebook("09_reductions").layer_norm(64, 100, 32), ValueError,
-         "lanes factor 32 does not divide the extent 100"),
+        ("lanes", lambda c: c.notebook("09_reductions").layer_norm(64, 100, 32), ValueError, LANES_100),
         ("row empty", lambda c: c.notebook("09_reductions").layer_norm(64, 0, 32), ValueError,
          "extent must be a positive integer, got 0"),
     ],
@@ -482,16 +483,15 @@ ERROR_INPUTS = {
          ValueError, "sequence 0 has length 0: a decoding step needs at least one token"),
     ],
     "10 flash_attention": [
-        ("head dim", lambda c: c.notebook("10_flash_attention").flash_attention(16, 4096, 96), ValueError,
-         "head dimension 96 is not supported: the kernels take 64 or 128"),
+        ("head dim", lambda c: c.notebook("10_flash_attention").flash_attention(16, 4096, 96), ValueError, HEAD_DIM_96),
         ("sequence", lambda c: c.notebook("10_flash_attention").flash_attention(16, 1000, 64), ValueError,
-         "sequence length 1000 is not a multiple of the 64-token tiles: pad it to 1024 and mask the padded keys"),
+         SEQUENCE_1000),
         ("sequence empty", lambda c: c.notebook("10_flash_attention").flash_attention(16, 0, 64), ValueError,
-         "the sequence length n must be a positive integer, got 0"),
+         SEQUENCE_EMPTY),
     ],
     "10 flash_attention_pipelined": [
         ("sequence", lambda c: c.notebook("10_flash_attention").flash_attention_pipelined(16, 1000, 128), ValueError,
-         "sequence length 1000 is not a multiple of the 64-token tiles: pad it to 1024 and mask the padded keys"),
+         SEQUENCE_1000),
         ("head dim fraction", lambda c: c.notebook("10_flash_attention").flash_attention_pipelined(16, 1024, 128.0),
          ValueError, "head dimension 128.0 is not supported"),
     ],
