@@ -1,18 +1,22 @@
 """Notebook 11's last kernel, persistent: one block per SM walks the work items (a head and 128
 rows of Q each), where section 3's kernel launched a block per item. The notebook shows it as its
-diff against section 3's code (`difflib.unified_diff`), so here it is in full: the section 3 kernel
-plus what a walk needs: the item a block takes at each turn (`work_item`, or the order a student
-writes), a count of the K and V tiles a block has loaded or used so far (`slot`: the stage and its
-parity follow from it across items), and one more mbarrier, Q_EMPTY, on which the producer waits
-before it loads the next item's Q over the last one. Its generated CUDA is the one recorded."""
+diff against section 3's code (`difflib.unified_diff`), so here it is in full: the section 3 kernel,
+whose tile macros (first_tile, overlapped_tile) it calls as they are, plus what a walk needs: the
+item a block takes at each turn (`work_item`, or the order a student writes), a count of the K and
+V tiles a block has loaded or used so far (`slot`: the stage and its parity follow from it across
+items, and the tile macros take it where section 3 passed 0), and one more mbarrier, Q_EMPTY, on
+which the producer waits before it loads the next item's Q over the last one. Its generated CUDA
+is the one recorded."""
 
 from tvm.script import tirx as T
 
 from helpers.attention import check_shape
+# the macros are not hygienic: a name in their bodies (first_tile's and overlapped_tile's too) is looked up
+# where the kernel is, here, so this module imports what they call, and its own barrier numbers serve them
 from helpers.lessons.flash_attention import (LOG2E, init_rows, mask_above_diagonal, online_softmax, rescale,
                                              store_rows)
-from helpers.lessons.flash_attention_hopper import (BC_H, BR_H, STAGES, SWIZZLE_128B, gemm_o, gemm_s, pack_p,
-                                                    release, tma_options, tma_tile)
+from helpers.lessons.flash_attention_hopper import (BC_H, BR_H, STAGES, SWIZZLE_128B, first_tile, gemm_o, gemm_s,
+                                                    overlapped_tile, pack_p, release, tma_options, tma_tile)
 
 __all__ = ["persistent_flash_attention", "work_item", "Q_EMPTY", "SWIZZLE_128B"]
 
@@ -51,49 +55,18 @@ def produce(bh, bx, tiles, turn, seq, dim):
 
 
 @T.macro(hygienic=False)
-def overlapped_tile(j, dim, masked):
-    # S of tile j + 1 and P V of tile j issued together, in this consumer's turn (named barriers 8 and
-    # 9 alternate the two); then the softmax of tile j + 1 while P V runs
-    st, phase = T.meta_var((slot[0] + j) % STAGES), T.meta_var((slot[0] + j) // STAGES % 2)
-    nst, nphase = T.meta_var((slot[0] + j + 1) % STAGES), T.meta_var((slot[0] + j + 1) // STAGES % 2)
-    T.cuda.mbarrier_wait(bars.ptr_to([K_FULL + nst]), nphase)
-    T.cuda.mbarrier_wait(bars.ptr_to([V_FULL + st]), phase)
-    T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))  # wait for this consumer's turn
-    gemm_s(Qs, Ks, s, desc_a, desc_b, nst, wg, dim)
-    gemm_o(Vs, o, pf, desc_b, st, dim)
-    T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))  # the other consumer's turn
-    T.ptx.wgmma.wait_group.sync.aligned(1)  # S is done; P V may still run
-    release(K_EMPTY, nst)
-    if masked:
-        mask_above_diagonal(s, (j + 1) * BC_H, row0, t % 32, BC_H)
-    online_softmax(s, m, l, mx, alpha, BC_H, LOG2E / dim ** 0.5)
-    T.ptx.wgmma.wait_group.sync.aligned(0)  # P V is done: O and P's registers are free again
-    release(V_EMPTY, st)
-    rescale(o, alpha, dim)
-    pack_p(pf, s)
-
-
-@T.macro(hygienic=False)
 def consume_overlapped(bh, bx, tiles, turn, dim, masked):
     # consume with the products of two tiles in flight: tile 0's S first, the last P V after the loop
-    wg, t = T.meta_var(warpgroup - 1), T.meta_var(tid % 128)
-    row0 = T.meta_var(bx * BR_H + wg * 64 + t // 32 * 16)
+    wg, t = T.meta_var(warpgroup - 1), T.meta_var(tid % 128)  # the consumer warpgroup, its thread
+    row0 = T.meta_var(bx * BR_H + wg * 64 + t // 32 * 16)  # the first of this warp's 16 rows
     init_rows(o, m, l, dim)
     if wg == 1:
         T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn
-    T.cuda.mbarrier_wait(bars.ptr_to([Q_FULL]), turn % 2)
-    T.cuda.mbarrier_wait(bars.ptr_to([K_FULL + slot[0] % STAGES]), slot[0] // STAGES % 2)
-    gemm_s(Qs, Ks, s, desc_a, desc_b, slot[0] % STAGES, wg, dim)
-    T.ptx.wgmma.wait_group.sync.aligned(0)
-    release(K_EMPTY, slot[0] % STAGES)
-    if masked:
-        mask_above_diagonal(s, 0, row0, t % 32, BC_H)
-    online_softmax(s, m, l, mx, alpha, BC_H, LOG2E / dim ** 0.5)
-    pack_p(pf, s)
+    first_tile(turn, slot[0], dim, masked)
     for j in T.serial(tiles - 2 if masked else tiles - 1):  # causal: the diagonal tile's S after the loop too
-        overlapped_tile(j, dim, False)
+        overlapped_tile(j, slot[0], dim, False)
     if masked and tiles >= 2:
-        overlapped_tile(tiles - 2, dim, True)
+        overlapped_tile(tiles - 2, slot[0], dim, True)
     release(Q_EMPTY, 0)
     st, phase = T.meta_var((slot[0] + tiles - 1) % STAGES), T.meta_var((slot[0] + tiles - 1) // STAGES % 2)
     T.cuda.mbarrier_wait(bars.ptr_to([V_FULL + st]), phase)

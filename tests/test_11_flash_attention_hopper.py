@@ -96,12 +96,15 @@ def test_causal_kernels_stop_at_the_diagonal(nb11, consume):
 
 
 def test_the_diffs_the_notebook_prints_are_small(nb11):
-    """Each step of section 3 is shown as its diff against the step before: a few dozen lines."""
+    """Each step of sections 3 and 4 is shown as its diff against the step before: a few dozen lines,
+    no more, since the later steps call the earlier ones' macros (first_tile, the tile's) as they are."""
     pairs = [(nb11.consume, steps.consume_overlap), (steps.consume_overlap, steps.consume_peeled),
-             ([steps.peeled_tile, steps.consume_peeled], [nb11.overlapped_tile, nb11.consume_overlapped])]
+             ([steps.peeled_tile, steps.consume_peeled], [nb11.overlapped_tile, nb11.consume_overlapped]),
+             ([nb11.produce, nb11.consume_overlapped], [walk.produce, walk.consume_overlapped])]
     for before, after in pairs:
         changed = [line for line in attention_sweep.code_diff(before, after).splitlines() if line[:1] in "+-"]
         assert 0 < len(changed) <= 40, attention_sweep.code_diff(before, after)
+    assert walk.first_tile is steps.first_tile is nb11.first_tile and walk.overlapped_tile is nb11.overlapped_tile
 
 
 @pytest.mark.parametrize("call, message", [
