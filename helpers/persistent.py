@@ -5,6 +5,7 @@ the lecture shows the kernel's steps and not the bookkeeping around them."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tempfile
 
@@ -43,24 +44,42 @@ def ladder_table(steps, *cases) -> str:
     return "\n".join(out)
 
 
+#: The steps of section 1 that section 2's search picks among, by the name of each step's kernel function.
+STEP_KERNELS = ["persistent_matmul", "persistent_matmul_tma_store", "persistent_matmul_pingpong"]
+
+
 def hopper_space(m, n, k, ctas, limit):
-    """The persistent kernel's design space at one shape, for a grid of `ctas` blocks: every block height
-    and width, depth, tile order, consumer schedule and epilogue whose tiles divide the problem and whose
-    stages (and buffers of C) fit `limit` bytes of a block's shared memory."""
+    """The persistent kernel's design space at one shape, for a grid of `ctas` blocks: every step's kernel
+    (`kernel`, one of STEP_KERNELS), block height and width, depth and tile order whose tiles divide the
+    problem and whose stages (and buffers of C) fit `limit` bytes of a block's shared memory."""
     from .lessons.hopper_wgmma_tma import BM, shared_bytes
+
+    registers, tma_store, pingpong = STEP_KERNELS
 
     def fits(c):
         tiles = m // c["block_m"] * (n // c["block_n"])
         return (m % (c["block_m"] * c["group"]) == 0 and n % c["block_n"] == 0
-                # ping-pong: a whole 128 x 128 tile's accumulators per consumer at most, and C in registers
-                and not (c["pingpong"] and (c["block_n"] > 128 or c["tma_store"] or c["block_m"] < BM))
+                # ping-pong: a whole 128 x 128 tile's accumulators per consumer at most
+                and not (c["kernel"] == pingpong and (c["block_n"] > 128 or c["block_m"] < BM))
                 # tiles narrower or lower than 128 x 128 only where those would leave SMs idle
                 and (min(c["block_m"], c["block_n"]) >= 128 or m // BM * n // 128 < ctas)
                 and (c["group"] == 1 or tiles > ctas)  # in a single wave of tiles, the order cannot matter
-                and shared_bytes(c["block_n"], c["stages"], c["tma_store"], c["block_m"]) <= limit)
+                and shared_bytes(c["block_n"], c["stages"], c["kernel"] == tma_store, c["block_m"]) <= limit)
 
     return autotune.configurations(block_m=[64, 128], block_n=[64, 128, 256], stages=[3, 4, 5, 6, 7],
-                                   group=[1, 2, 4, 8, 16], pingpong=[False, True], tma_store=[False, True], keep=fits)
+                                   group=[1, 2, 4, 8, 16], kernel=STEP_KERNELS, keep=fits)
+
+
+def step_config(config: dict) -> dict:
+    """A configuration of the search as the notebook's `hopper_kernel` takes it: the committed searches, made
+    while one kernel function took flags for steps 3 and 4, say `pingpong` and `tma_store` for `kernel`."""
+    config = dict(config)
+    flags = config.pop("pingpong", False), config.pop("tma_store", False)
+    if "kernel" in config:
+        return config
+    if all(flags):
+        raise ValueError(f"no step has both ping-pong consumers and the TMA store: {config}")
+    return config | {"kernel": STEP_KERNELS[2 if flags[0] else 1 if flags[1] else 0]}
 
 
 def shared_memory_limit(nb, hopper: bool) -> int:
@@ -82,7 +101,8 @@ def search_or_replay(nb, run: bool, space, make, case, shape) -> list:
         timed = [f for f in found if f.ms is not None]
         print(f"searched now: {len(timed)} of {len(found)} configurations correct and timed; the five fastest:")
     elif committed is not None:
-        timed = autotune.ranked_configurations(committed, workload, 5)
+        timed = [dataclasses.replace(c, config=step_config(c.config))
+                 for c in autotune.ranked_configurations(committed, workload, 5)]
         print(f"no Hopper GPU here: the five fastest in the committed database ({committed.parent.parent.name})")
     else:
         timed = []
@@ -96,7 +116,7 @@ def searched_config(nb, m, n, k):
     """The committed search's fastest configuration at this shape, or None where it holds none."""
     committed = tuned.committed_database("hopper_persistent", nb.spec.name if nb.live else None)
     try:
-        return autotune.best_configuration(committed, tuning.matmul_workload(m, n, k, "float16", "float32")) \
+        return step_config(autotune.best_configuration(committed, tuning.matmul_workload(m, n, k, "float16", "float32"))) \
             if committed else None
     except LookupError:  # the database holds no search at this shape
         return None
@@ -120,6 +140,22 @@ def at_size(nb, run: bool, shape, kernels: dict):
                             lambda: a_.astype("float64") @ b_.astype("float64"), flops=2.0 * m * n * k, tol=1e-3,
                             baseline=blas, quiet=True, arch="sm_90a", tir_pipeline="tirx")
                  if make else _missing(name) for name, make in kernels.items()) + (blas,)
+
+
+#: The sizes of section 3's sweep: squares from 512 to 8192, and notebook 03's rectangle.
+SIZES = [(n, n, n) for n in (512, 1024, 2048, 4096, 8192)] + [(1024, 512, 2048)]
+
+
+def sweep(nb, run: bool, first, searched, persistent, sizes=SIZES) -> dict:
+    """Section 3's kernels at each size, by `at_size`: `first(m, n, k)` (a block per tile), `persistent(m, n, k)`
+    and `searched(m, n, k, **config)` in the committed search's fastest configuration for that shape (none
+    where the search has no result). Returns shape -> (first, persistent, searched, cuBLAS)."""
+    def kernels_at(m, n, k):
+        size, config = f"{m}x{n}x{k}", searched_config(nb, m, n, k)
+        return {f"first kernel {size}": lambda: first(m, n, k), f"persistent {size}": lambda: persistent(m, n, k),
+                f"searched {size}": (lambda: searched(m, n, k, **config)) if config else None}
+
+    return {shape: at_size(nb, run, shape, kernels_at(*shape)) for shape in sizes}
 
 
 def _earlier(nb, notebook, shape):  # that notebook's final kernel at this size, from its records

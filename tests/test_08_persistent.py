@@ -94,18 +94,58 @@ def test_the_source_diff_shows_only_the_change(nb08):
     assert "multiply_stage(As, Bs, top" in diff and "T.cuda.mbarrier_wait(full" not in diff
 
 
-LADDER = {  # the notebook's steps at a small shape: persistent_matmul's or cluster_matmul's arguments
-    "row-major": dict(group=1), "grouped": dict(group=8), "TMA store": dict(group=8, tma_store=True),
-    "fp16 C": dict(group=8, out_dtype="float16"), "fp16 C, TMA store": dict(group=8, out_dtype="float16", tma_store=True),
-    "ping-pong": dict(group=8, block_n=128, pingpong=True), "clusters": dict(cluster=True),
+LADDER = {  # the notebook's steps at a small shape: the step's kernel function and its arguments
+    "row-major": ("persistent_matmul", dict(group=1)), "grouped": ("persistent_matmul", dict(group=8)),
+    "TMA store": ("persistent_matmul_tma_store", dict(group=8)),
+    "fp16 C": ("persistent_matmul", dict(group=8, out_dtype="float16")),
+    "fp16 C, TMA store": ("persistent_matmul_tma_store", dict(group=8, out_dtype="float16")),
+    "ping-pong": ("persistent_matmul_pingpong", dict(group=8, block_n=128)),
+    "clusters": ("cluster_matmul", dict(group=4)),
 }
 
 
-def ladder_kernel(nb08, shape, args):
-    args = dict(args)
-    if args.pop("cluster", False):
-        return nb08.cluster_matmul(*shape, 132, group=4, **args)
-    return nb08.persistent_matmul(*shape, 132, **args)
+def ladder_kernel(nb08, shape, step):
+    name, args = LADDER[step]
+    return getattr(nb08, name)(*shape, 132, **args)
+
+
+def test_each_step_is_the_one_before_plus_its_change(nb08):
+    """Steps 3 and 4 are persistent_matmul with consumers of their own: step 3's CUDA has the TMA store
+    (s2g) and waits for its bulk stores, step 2's neither; step 4's sets up two more mbarriers (the
+    consumers' turns) and waits on one more, and stores C from the registers as step 2 does."""
+    grouped, tma, pingpong = (cuda_of(ladder_kernel(nb08, SMALL, s)) for s in ("grouped", "TMA store", "ping-pong"))
+    assert "s2g" in tma and "bulk_wait_group" in tma
+    assert "s2g" not in grouped + pingpong and "bulk_wait_group" not in grouped + pingpong
+    assert pingpong.count("mbarrier_init") == grouped.count("mbarrier_init") + 2
+    assert pingpong.count("mbarrier_wait") == grouped.count("mbarrier_wait") + 1
+
+
+@pytest.mark.parametrize("make, args, says", [
+    ("persistent_matmul_tma_store", dict(out_dtype="float16", block_n=64), "an even number of 128-byte chunks"),
+    ("persistent_matmul_tma_store", dict(out_dtype="float16", block_n=192), "an even number of 128-byte chunks"),
+    ("persistent_matmul_pingpong", dict(block_m=64, block_n=128), "ping-pong blocks of 128 rows"),
+    ("persistent_matmul", dict(block_m=256), "with blocks of 256 rows")])
+def test_each_step_refuses_what_it_cannot_do(nb08, make, args, says):
+    with pytest.raises(ValueError, match=says):
+        getattr(nb08, make)(1024, 1536, 128, 132, group=1, **args)  # 1536: 8 x 192
+
+
+def test_the_search_picks_among_the_steps_kernels(nb08):
+    """Section 2's space names each step's kernel function; the committed searches' flags translate to them."""
+    space = helpers.persistent.hopper_space(4096, 4096, 4096, 132, 227 * 1024)
+    assert {c["kernel"] for c in space} == set(helpers.persistent.STEP_KERNELS)
+    assert all(callable(getattr(nb08, name)) for name in helpers.persistent.STEP_KERNELS)
+    assert not any(c["kernel"] == "persistent_matmul_pingpong" and c["block_n"] > 128 for c in space)
+    step = helpers.persistent.step_config
+    assert step(dict(block_n=256, pingpong=False, tma_store=True)) == dict(block_n=256, kernel="persistent_matmul_tma_store")
+    assert step(dict(block_n=128, pingpong=True, tma_store=False))["kernel"] == "persistent_matmul_pingpong"
+    assert step(dict(stages=3)) == dict(stages=3, kernel="persistent_matmul")
+    assert step(dict(kernel="persistent_matmul", stages=3)) == dict(kernel="persistent_matmul", stages=3)
+    with pytest.raises(ValueError, match="no step has both"):
+        step(dict(pingpong=True, tma_store=True))
+    tma = dict(block_m=128, block_n=256, group=8, stages=4, pingpong=False, tma_store=True)
+    assert cuda_of(nb08.hopper_kernel(*SMALL, 132, **step(tma))) == cuda_of(
+        nb08.persistent_matmul_tma_store(*SMALL, 132, block_n=256, group=8, stages=4))
 
 
 HOPPER = helpers.gpu_available() and helpers.device().compute_version.startswith("9")
@@ -120,7 +160,7 @@ def test_each_step_matches_numpy_on_a_hopper_gpu(nb08, step):
     if step == "column order":
         kernel, dtype = nb08.persistent_matmul(m, n, k, 132, group=4, order=column_order_from_solution()), "float32"
     else:
-        kernel, dtype = ladder_kernel(nb08, (m, n, k), LADDER[step]), LADDER[step].get("out_dtype", "float32")
+        kernel, dtype = ladder_kernel(nb08, (m, n, k), step), LADDER[step][1].get("out_dtype", "float32")
     ex, dev = helpers.build(kernel, "sm_90a", tir_pipeline="tirx"), helpers.device()
     args = [tvm.runtime.tensor(x, dev) for x in (a, b, np.full((m, n), np.nan, dtype))]  # C poisoned: all written?
     ex.mod["main"](*args)
