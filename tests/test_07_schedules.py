@@ -1,6 +1,6 @@
 """Notebook 07's ladder and notebook 08's persistent kernel, as the notebooks define them, built for
 sm_90a on the CPU: each ladder step adds its instructions; the epilogue through shared memory (08's
-`tma_store`) must hand each chunk of C to the TMA only
+`persistent_matmul_tma_store`) must hand each chunk of C to the TMA only
 after a fence and a barrier, write every slot of its buffers once and without bank conflicts,
 and refuse what it cannot do."""
 
@@ -47,8 +47,8 @@ def test_the_lone_copy_undoes_the_swizzle_it_was_written_with(nb07):
     assert "(((int)threadIdx.x) & 7) ^" in src
 
 
-def kernel_lines(nb07, **options) -> list[str]:
-    return [line.strip() for line in cuda_of(nb07, nb07["persistent_matmul"](*SHAPE, 132, **options)).splitlines()]
+def kernel_lines(nb07, step="persistent_matmul", **options) -> list[str]:
+    return [line.strip() for line in cuda_of(nb07, nb07[step](*SHAPE, 132, **options)).splitlines()]
 
 
 EVENTS = {"wait_group_read": "wait until read", "warpgroup_sync": "barrier", "fence_proxy": "fence",
@@ -57,7 +57,7 @@ EVENTS = {"wait_group_read": "wait until read", "warpgroup_sync": "barrier", "fe
 
 @pytest.mark.parametrize("out_dtype, chunks", [("float16", 4), ("float32", 8)])
 def test_each_chunk_goes_to_the_tma_after_a_fence_and_a_barrier(nb07, out_dtype, chunks):
-    lines = kernel_lines(nb07, out_dtype=out_dtype, tma_store=True)
+    lines = kernel_lines(nb07, "persistent_matmul_tma_store", out_dtype=out_dtype)
     events = [name for line in lines for key, name in EVENTS.items() if key in line and "(" in line]
     one_chunk = ["wait until read", "barrier", "fence", "barrier", "TMA store", "commit"]
     assert events == one_chunk * chunks + ["wait for all"], events  # 128 bytes of a row per chunk
@@ -78,7 +78,7 @@ def test_the_epilogue_fills_its_buffers_once_with_few_bank_conflicts(nb07, out_d
     size = 2 if out_dtype == "float16" else 4
     ctype = {"float16": "half", "float32": "float"}[out_dtype]
     store = re.compile(rf"\*\({ctype}2\*\)\(\(\({ctype}\*\)pool_ptr\) \+ (.*)\) = (__\d+|\*\(float2\*\)\(acc_ptr \+ \d+\));$")
-    offsets = [store.match(line).group(1) for line in kernel_lines(nb07, out_dtype=out_dtype, tma_store=True)
+    offsets = [store.match(line).group(1) for line in kernel_lines(nb07, "persistent_matmul_tma_store", out_dtype=out_dtype)
                if store.match(line)]
     chunks, elements = 256 * size // 128, 64 * 128 // size  # a buffer: 64 rows of 128 bytes
     per_chunk = len(offsets) // chunks
@@ -105,11 +105,10 @@ def test_the_epilogue_fits_a_hopper_block_with_four_stages_of_128_x_256(nb07):
     assert shared_bytes(256, 4, True) - shared_bytes(256, 4) == nb07["C_BUFFERS"] == 4 * 64 * 128
 
 
-@pytest.mark.parametrize("options", [dict(pingpong=True, block_n=128), dict(out_dtype="float16", block_n=64),
-                                     dict(out_dtype="float16", block_n=192)])
+@pytest.mark.parametrize("options", [dict(out_dtype="float16", block_n=64), dict(out_dtype="float16", block_n=192)])
 def test_tma_store_refuses_what_it_cannot_do(nb07, options):
-    with pytest.raises(ValueError, match="tma_store needs shared consumers and an even number"):
-        nb07["persistent_matmul"](1024, 1536, 128, 132, tma_store=True, **options)  # 1536: 8 x 192
+    with pytest.raises(ValueError, match="the TMA store needs an even number of 128-byte chunks"):
+        nb07["persistent_matmul_tma_store"](1024, 1536, 128, 132, **options)  # 1536: 8 x 192
 
 
 def test_a_block_of_64_rows_has_one_consumer_and_expects_its_smaller_a_tile(nb07):
@@ -121,8 +120,9 @@ def test_a_block_of_64_rows_has_one_consumer_and_expects_its_smaller_a_tile(nb07
     assert "(uint)16384" in low  # (64 + 64) x 64 halves
 
 
-@pytest.mark.parametrize("options, says", [(dict(block_m=256), "with blocks of 256 rows"),
-                                           (dict(block_m=64, block_n=128, pingpong=True), "ping-pong blocks of 128")])
-def test_a_block_the_kernel_cannot_be_is_refused(nb07, options, says):
+@pytest.mark.parametrize("step, options, says", [
+    ("persistent_matmul", dict(block_m=256), "with blocks of 256 rows"),
+    ("persistent_matmul_pingpong", dict(block_m=64, block_n=128), "ping-pong blocks of 128")])
+def test_a_block_the_kernel_cannot_be_is_refused(nb07, step, options, says):
     with pytest.raises(ValueError, match=says):
-        nb07["persistent_matmul"](*SHAPE, 132, group=1, **options)
+        nb07[step](*SHAPE, 132, group=1, **options)

@@ -129,11 +129,11 @@ def shared_and_sass(v: Variant, source: str) -> str:
 # options) is deleted: its logs name the commit that ran it (07_hopper.cluster.txt, .half-the-blocks.txt,
 # .profile.txt), and notes/07_08_hopper_wgmma_tma_persistent_kernel.md says what each showed.
 CLUSTERED = {  # name: (kernel factory, its arguments besides the shape and the number of blocks)
-    "persistent, fp32 C by TMA store": (NOTEBOOK.persistent_matmul, dict(tma_store=True)),
+    "persistent, fp32 C by TMA store": (NOTEBOOK.persistent_matmul_tma_store, dict()),
     "notebook 08: 2-block clusters, B multicast, fp32 C by TMA store": (NOTEBOOK.cluster_matmul, dict()),
     "notebook 08: 2-block clusters, B multicast, groups of 4, fp32 C by TMA store": (NOTEBOOK.cluster_matmul,
                                                                                      dict(group=4)),
-    "persistent, fp16 C by TMA store": (NOTEBOOK.persistent_matmul, dict(out_dtype="float16", tma_store=True)),
+    "persistent, fp16 C by TMA store": (NOTEBOOK.persistent_matmul_tma_store, dict(out_dtype="float16")),
     "notebook 08: 2-block clusters, B multicast, fp16 C by TMA store": (NOTEBOOK.cluster_matmul,
                                                                        dict(out_dtype="float16")),
     "notebook 08: 2-block clusters, B multicast, groups of 4, fp16 C by TMA store": (
@@ -201,15 +201,17 @@ def wgmma(args) -> int:
     return dry_run(vs, shared_and_sass) if args.dry else fp16_matmuls_beside_cublas(vs, N)
 
 
-EPILOGUES = {  # name: persistent_matmul's arguments besides the shape and the number of blocks
-    "persistent, fp32 C from registers": dict(),
-    "persistent, fp32 C through shared + TMA": dict(tma_store=True),
-    "persistent, fp16 C from registers": dict(out_dtype="float16"),
-    "persistent, fp16 C through shared + TMA": dict(out_dtype="float16", tma_store=True),
-    "persistent, fp16 C through shared + TMA, 3 stages": dict(out_dtype="float16", tma_store=True, stages=3),
-    "persistent, fp16 C through shared + TMA, groups of 16": dict(out_dtype="float16", tma_store=True, group=16),
-    "persistent, 128x128, 6 stages, fp16 C through shared + TMA": dict(out_dtype="float16", tma_store=True,
-                                                                       block_n=128, stages=6),
+EPILOGUES = {  # name: (step 2's or step 3's kernel, its arguments besides the shape and the number of blocks)
+    "persistent, fp32 C from registers": ("persistent_matmul", dict()),
+    "persistent, fp32 C through shared + TMA": ("persistent_matmul_tma_store", dict()),
+    "persistent, fp16 C from registers": ("persistent_matmul", dict(out_dtype="float16")),
+    "persistent, fp16 C through shared + TMA": ("persistent_matmul_tma_store", dict(out_dtype="float16")),
+    "persistent, fp16 C through shared + TMA, 3 stages": ("persistent_matmul_tma_store",
+                                                          dict(out_dtype="float16", stages=3)),
+    "persistent, fp16 C through shared + TMA, groups of 16": ("persistent_matmul_tma_store",
+                                                              dict(out_dtype="float16", group=16)),
+    "persistent, 128x128, 6 stages, fp16 C through shared + TMA": ("persistent_matmul_tma_store",
+                                                                   dict(out_dtype="float16", block_n=128, stages=6)),
 }
 
 
@@ -238,7 +240,7 @@ def beside_cublas_by_c_type(args, kernels: dict) -> int:
 
 
 def epilogue(args) -> int:
-    return beside_cublas_by_c_type(args, {name: (NOTEBOOK.persistent_matmul, kw) for name, kw in EPILOGUES.items()})
+    return beside_cublas_by_c_type(args, {name: (getattr(NOTEBOOK, step), kw) for name, (step, kw) in EPILOGUES.items()})
 
 
 def cluster(args) -> int:
@@ -247,7 +249,7 @@ def cluster(args) -> int:
 
 # Where a pair with B multicast waits: notebook 08's persistent kernel and its cluster kernel under Nsight Compute.
 PAIRS = {  # short name: (factory, arguments besides the shape and the number of blocks), fp32 C
-    "persistent": (NOTEBOOK.persistent_matmul, dict(tma_store=True)),
+    "persistent": (NOTEBOOK.persistent_matmul_tma_store, dict()),
     "multicast": (NOTEBOOK.cluster_matmul, dict()),
 }
 
@@ -257,15 +259,16 @@ SMALL = [(512, 512, 512), (1024, 1024, 1024), (1024, 512, 2048), (2048, 2048, 20
 
 
 def searched(shape, gpu: str | None) -> dict:
-    """The committed search's fastest configuration at `shape` (for `gpu`, else the recorded GPU)."""
+    """The committed search's fastest configuration at `shape` (for `gpu`, else the recorded GPU), naming
+    the step's kernel (`kernel`) as notebook 08's hopper_kernel takes it."""
     db = helpers.committed_database("hopper_persistent", gpu)
-    return helpers.best_configuration(db, helpers.matmul_workload(*shape, "float16", "float32"))
+    return helpers.persistent.step_config(helpers.best_configuration(db, helpers.matmul_workload(*shape, "float16", "float32")))
 
 
 def small_variant(shape, dry: bool) -> Variant:
     config = searched(shape, None if dry else helpers.local_gpu_spec().name)
     return persistent_variant(f"searched {'x'.join(map(str, shape))} ({helpers.format_config(config)})",
-                              NOTEBOOK.persistent_matmul, config, one_per_sm(dry), shape)
+                              NOTEBOOK.hopper_kernel, config, one_per_sm(dry), shape)
 
 
 def host_us(f, args, calls: int = 2000) -> float:
