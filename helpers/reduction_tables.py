@@ -145,12 +145,14 @@ def row_length_sweep(nb, copy, fastest_softmax, fastest_layer_norm, row_lengths=
 
 
 def sweep_table(found, copy, row_lengths=ROW_LENGTHS) -> str:
-    """The sweep as a table: each kernel's share of the copy's GB/s and its ratio to PyTorch's in the same rounds."""
+    """The sweep as a table: each kernel's share of the copy's GB/s and its ratio to PyTorch's in the same
+    rounds, with the quartiles of the per-round ratios."""
     def share(m):
         return f"{m.gbps / copy.gbps:.0%} of copy" if m.ok and copy.ok else "-"
 
-    def ratio(m):
-        return f"{m.ratio:.2f}" if m.ratio else "-"
+    def ratio(m):  # the median of the per-round ratios [their quartiles]
+        q = m.ratio_quartiles
+        return f"{m.ratio:.2f}" + (f" [{q[0]:.2f}-{q[1]:.2f}]" if q else "") if m.ratio else "-"
 
     rows = [("row length", "softmax", "x torch", "layer norm", "x torch")]
     for n, s, ln in zip(row_lengths, found["softmax"], found["layer norm"]):
