@@ -93,3 +93,33 @@ def draw_paged_cache():
     ax.text(7.6, 0.55, "grey: unused pages and the tail of each last page, never read",
             ha="center", fontsize=9)
     return finish(fig, ax, (-2.2, 11.8), (0.2, 4.0))
+
+
+def draw_bytes_in_flight():
+    """One thread of section 6 over time, three ways: a load (in flight for DRAM's latency) then the
+    arithmetic on what arrived; four keys' loads issued together; and the next four issued before
+    the arithmetic on these, so that a load is always in flight. Schematic times: a latency of 4,
+    0.6 of arithmetic a key."""
+    fig, ax = plt.subplots(figsize=(12, 3.9))
+    latency, per_key, end = 4.0, 0.6, 15.0
+    rows = [("one key a step (section 5)", 1, False, 2.6), ("four keys a row", 4, False, 1.4),
+            ("four keys a row, the next four ahead", 4, True, 0.2)]
+    for label, keys, ahead, y in rows:
+        ax.text(-0.2, y + 0.35, label, ha="right", va="center", fontsize=9)
+        t, scored, load_at = 0.0, 0, 0.0
+        while True:
+            arrive = load_at + latency
+            if arrive + keys * per_key > end:
+                break
+            ax.add_patch(Rectangle((load_at, y + 0.45), latency, 0.3, facecolor=BLUE, alpha=0.35,
+                                   edgecolor="black", lw=0.6, hatch="//"))
+            ax.text(load_at + latency / 2, y + 0.6, f"{32 * keys} B in flight", ha="center", va="center", fontsize=9)
+            start = max(t, arrive)
+            _box(ax, start, y, keys * per_key, 0.4, ORANGE, "score" if keys > 1 else "", fontsize=9)
+            t, scored = start + keys * per_key, scored + keys
+            load_at = start if ahead else t  # ahead: the next loads leave as this step's arithmetic starts
+        ax.text(end + 0.2, y + 0.35, f"{scored} keys scored", ha="left", va="center", fontsize=9, color=GREEN)
+    arrow(ax, (0, -0.35), (end, -0.35))
+    ax.text(end / 2, -0.7, "time (schematic: DRAM's latency is several hundred nanoseconds)", ha="center", va="center",
+            fontsize=9)
+    return finish(fig, ax, (-6.2, end + 2.6), (-1.0, 3.4))
