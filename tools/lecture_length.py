@@ -7,9 +7,8 @@ This prints, per notebook, what that rule and the lessons issue measure:
 - words: the prose a student reads (markdown, without code blocks, link targets, HTML tags and
   formulas);
 - links: web links in the prose;
-- code: lines of code a student reads (every code cell but the hidden Colab setup, blank lines
-  not counted, so that spacing a cell for reading costs nothing); a lecture holds at most 300, and
-  what is not the lesson (tables, sweeps, plotting) lives in helpers;
+- code: lines of code a student sees (every code cell but the hidden Colab setup); a lecture
+  holds at most 300, and what is not the lesson (tables, sweeps, plotting) lives in helpers;
 - figures: diagrams the prose shows (`![...](...)` image links);
 - setup: lines of code a student reads before the first number measured on a GPU (the first
   output saying "recorded on" or "live on");
@@ -53,7 +52,7 @@ def links(nb) -> int:
 
 
 def code_lines(nb) -> int:
-    return sum(sum(1 for line in c.source.splitlines() if line.strip()) for c in nb.cells
+    return sum(len(c.source.splitlines()) for c in nb.cells
                if c.cell_type == "code" and "remove-cell" not in c.metadata.get("tags", []))
 
 
