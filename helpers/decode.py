@@ -184,22 +184,12 @@ def split_outputs(b: int, splits: int, hq: int = HQ, d: int = D) -> list[np.ndar
     return [np.empty((b, splits, hq, d), "float32"), np.empty((b, splits, hq), "float32"), np.empty((b, hq, d), "float16")]
 
 
-def source_of(f) -> str:
-    """The source as written: a function's, or a `T.macro`'s (a wrapper whose closure holds the
-    parsed macro; its `func` is the function the student reads)."""
-    import inspect
-
-    for cell in getattr(f, "__closure__", None) or ():
-        macro = cell.cell_contents
-        if hasattr(macro, "parse_macro") and callable(getattr(macro, "func", None)):
-            return inspect.getsource(macro.func)
-    return inspect.getsource(f)
-
-
 def code_diff(before, after, lines: int = 40) -> None:
     """Print the lines of `after`'s source that differ from `before`'s (- removed, + added); either
     may be a function or a `T.macro`."""
     import difflib
+
+    from .attention_sweep import source_of
 
     changed = [line[:118] for line in difflib.unified_diff(source_of(before).splitlines(),
                                                            source_of(after).splitlines(), n=0, lineterm="")
