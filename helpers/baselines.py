@@ -9,8 +9,10 @@ lets both see the same GPU at the same moment: the ratio holds still while both 
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
+import time
 from typing import Callable
 
 from .kernels import check_matmul, check_number
@@ -66,12 +68,24 @@ def torch_call(fn, arrays):
     return (lambda: fn(torch, *tensors)), torch.cuda.Event, torch.cuda.synchronize
 
 
+@functools.cache
 def torch_flush(nbytes: int) -> Callable[[], None]:
-    """A function that writes `nbytes` of a torch buffer on the GPU (zeros), evicting what L2 held."""
+    """A function that writes `nbytes` of a torch buffer on the GPU (zeros), evicting what L2 held;
+    one buffer per size, shared by every measurement that flushes."""
     import torch
 
     buffer = torch.empty(int(nbytes) // 4, dtype=torch.int32, device="cuda")
     return lambda: buffer.zero_()
+
+
+def torch_flushed_rounds(call, flush_bytes: int) -> Callable[[], float]:
+    """`flushed_rounds` for a call launched on torch's current stream (a torch operation, or a TVM
+    function wrapped by `on_torch_stream`), with torch's events, flush and hold: the kernel and its
+    baseline timed the same way."""
+    import torch
+
+    return flushed_rounds(call, torch.cuda.Event, torch.cuda.synchronize, torch_flush(int(flush_bytes)),
+                          hold=torch.cuda._sleep)
 
 
 def cublas_time(M, N, K, dtype="float32", transpose_b=False, repeat=20, warmup=3) -> float | None:
@@ -94,22 +108,47 @@ def event_rounds(call, Event, sync, warmup: int = 3) -> Callable[[], float]:
     return _round_timer(calls, inner, Event, sync)
 
 
-def flushed_rounds(call, Event, sync, flush, calls: int = 10, warmup: int = 3) -> Callable[[], float]:
+def flushed_rounds(call, Event, sync, flush, calls: int = 10, warmup: int = 3, hold=None) -> Callable[[], float]:
     """Like `event_rounds`, for data that fits in L2: each call is timed alone, right after `flush()`
     (which writes a buffer larger than L2), so every call reads its data from DRAM as it would in a
-    model where other work ran in between. ms per call, the mean of `calls` such calls."""
+    model where other work ran in between. ms per call, the mean of `calls` such calls.
+
+    A call that takes 10-30 us on the GPU takes about as long to launch from Python, so a call
+    launched after its flush has finished would start late, and the gap would be timed with it.
+    `hold(cycles)` (torch.cuda._sleep) keeps the GPU busy while the host queues the whole round:
+    each call then starts the moment its flush ends, whoever launches it (torch or TVM), and the
+    events time the kernel alone. A round the host took longer to queue than the hold lasted is
+    run again with a longer hold."""
     for _ in range(warmup):
         call()
     starts, ends = [Event(enable_timing=True) for _ in range(calls)], [Event(enable_timing=True) for _ in range(calls)]
+    held = [Event(enable_timing=True), Event(enable_timing=True)]
+    cycles = [1 << 21]  # about 1 ms at 2 GHz; grown where the host needs longer
 
-    def one_round() -> float:
+    def queue_round() -> float:
+        """Queue the round behind the hold; ms the host took to queue it."""
+        if hold is not None:
+            held[0].record()
+            hold(cycles[0])
+            held[1].record()
+        began = time.perf_counter()
         for start, end in zip(starts, ends):
             flush()
             start.record()
             call()
             end.record()
-        sync()
-        return sum(_elapsed(s, e) for s, e in zip(starts, ends)) / calls
+        return (time.perf_counter() - began) * 1e3
+
+    def one_round() -> float:
+        for _ in range(8):
+            queued = queue_round()
+            sync()
+            slept = _elapsed(*held) if hold is not None else math.inf
+            if slept > queued:
+                return sum(_elapsed(s, e) for s, e in zip(starts, ends)) / calls
+            cycles[0] = int(cycles[0] * 2 * queued / max(slept, 1e-3))
+        raise RuntimeError(f"the host took {queued:.1f} ms to queue {calls} calls, longer than the GPU was held "
+                           f"({slept:.1f} ms): the calls were not timed alone")
 
     return one_round
 

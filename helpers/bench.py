@@ -129,6 +129,18 @@ def time_function(f, dev, args, repeat: int = 20, warmup: int = 2, min_repeat_ms
     return [r * 1e3 for r in res.results]
 
 
+def _flushed_rounds(ex, dev, dev_args, flush: int):
+    """Rounds of flushed calls of a built kernel timed as torch's baselines are
+    (`baselines.torch_flushed_rounds`: launched on torch's stream, behind a hold, no launch gap in
+    the time); None where torch is not installed (TVM's time_evaluator flushes then, and syncs
+    before each call, so its times include the launch)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return None
+    return baselines.torch_flushed_rounds(baselines.on_torch_stream(ex.mod["main"], dev, dev_args), flush)
+
+
 # ---------------------------------------------------------------- the session
 
 
@@ -292,8 +304,12 @@ class Session:
                                       "the kernel is wrong, so it is not timed")
             versus = baseline.name if baseline is not None and baseline.name in self._rounds else None
             flush = self.flush_bytes(bytes, flops)
+            flushed = _flushed_rounds(ex, dev, dev_args, flush) if flush else None
             rounds = 5 * repeat if flush else repeat  # a flushed round is one call: more of them
-            if versus is None:
+            if flushed is not None:  # a round: 10 calls, each alone after a flush, as torch's baselines
+                times, base_times, ratio = ([flushed() for _ in range(repeat)], None, None) if versus is None \
+                    else baselines.interleaved(flushed, self._rounds[versus], repeat)
+            elif versus is None:
                 flushed = {"flush_bytes": flush} if flush else {}
                 times, base_times, ratio = time_function(ex.mod, dev, dev_args, repeat=rounds, **flushed), None, None
             else:
@@ -370,7 +386,7 @@ class Session:
                 return self._no_baseline(name, "torch is not installed, so there is no torch baseline")
             flush = self.flush_bytes(bytes, flops)
             try:
-                one_round = (baselines.flushed_rounds(*call, baselines.torch_flush(flush)) if flush
+                one_round = (baselines.torch_flushed_rounds(call[0], flush) if flush
                              else baselines.event_rounds(*call))
             except RuntimeError as err:
                 return self._no_baseline(name, f"torch cannot run it on this GPU ({str(err).splitlines()[0][:80]})")

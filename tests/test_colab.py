@@ -415,7 +415,7 @@ def test_the_simulation_fails_without_colabs_nvrtc_or_headers(colab_runtime, rem
     the same compile fails, as 07 did in this simulation before it held Colab's compiler stack."""
     rt = colab_runtime
     if subprocess.run([rt.python, "-c", "import tvm"], capture_output=True).returncode:
-        _run(rt.python, rt.remote / "helpers" / "colab.py", "install")  # what the setup cell runs
+        _run(rt.python, rt.remote / "tools" / "colab.py", "install")  # what the setup cell runs
     hidden = {"headers": rt.toolkit / "include", "nvrtc": rt.site / "nvidia" / "cuda_nvrtc" / "lib"}.get(remove)
     if hidden is not None:
         hidden.rename(hidden.with_name(hidden.name + ".hidden"))

@@ -100,6 +100,33 @@ def test_a_flushed_round_times_each_call_alone_after_its_flush_and_leaves_the_fl
     assert one_round() == pytest.approx(0.5) and len(flushes) == 4 and clock.calls == 1 + 4
 
 
+def test_a_flushed_round_is_queued_behind_a_hold_and_queued_again_when_the_hold_was_too_short(monkeypatch):
+    """The hold keeps the GPU busy while the host queues the round, so no call waits for its launch.
+    A stand-in host that takes 1 ms to queue a call (4 ms a round) against a hold of 2**21 cycles at
+    1 cycle/ns (2.1 ms): the round is queued again behind a hold long enough, and its times are the
+    calls alone."""
+    clock, holds, host = _Clock(0.5), [], [0.0]
+    monkeypatch.setattr(baselines.time, "perf_counter", lambda: host[0])
+
+    def hold(cycles):
+        holds.append(cycles)
+        clock.now += cycles * 1e-6
+
+    def call():
+        clock.call()
+        host[0] += 1e-3  # one ms of Python per call
+
+    one_round = baselines.flushed_rounds(call, clock.Event, clock.sync, lambda: None, calls=4, warmup=0, hold=hold)
+    assert one_round() == pytest.approx(0.5) and clock.syncs == 2
+    assert holds[0] == 1 << 21 and holds[1] * 1e-6 > 4.0  # 2.1 ms was short of the host's 4 ms
+    assert one_round() == pytest.approx(0.5) and len(holds) == 3 and clock.syncs == 3  # long enough now
+
+    def never(cycles):  # a GPU whose hold does not last: the round cannot be timed alone, and says so
+        holds.append(cycles)
+    with pytest.raises(RuntimeError, match="longer than the GPU was held"):
+        baselines.flushed_rounds(call, clock.Event, clock.sync, lambda: None, calls=4, warmup=0, hold=never)()
+
+
 def test_a_graphed_round_replays_calls_captured_once_with_no_python_between_them(monkeypatch):
     """A 3.9-microsecond matmul (2**-8 ms): a 10 ms round is 2,560 calls, captured once into a CUDA graph;
     a round is then one replay (a stand-in torch: capture counts the calls, replay runs them)."""
