@@ -428,3 +428,28 @@ def test_without_a_gpu_a_torch_baseline_is_the_record(results_dir):
     m = nb.torch_op("torch.softmax fp16 4096x4096", lambda torch, x: x, [np.ones(4, np.float16)], quiet=True)
     assert m.source == "recorded" and nb.results == [m]
     assert nb.torch_op("torch layer_norm", lambda torch, x: x, [np.ones(4)], quiet=True).source == "missing"
+
+
+@pytest.mark.parametrize("torch_installed", [True, False])
+def test_a_flushed_kernel_is_timed_as_its_torch_baseline_is_where_torch_is_installed(session, monkeypatch,
+                                                                                     torch_installed):
+    """Data that fits in L2: with torch, the kernel's rounds are `baselines.torch_flushed_rounds` of
+    the built kernel (as its torch baseline's are), not TVM's time_evaluator, whose flush syncs and
+    times the launch; without torch, time_evaluator's flushed calls, 10 a round."""
+    monkeypatch.setattr(bench.Session, "flush_bytes", lambda self, bytes, flops=None: 1 << 20)
+    made, evaluator = [], []
+
+    def flushed(ex, dev, dev_args, flush):
+        made.append((hasattr(ex.mod, "time_evaluator"), len(dev_args), flush))
+        held = itertools.count(1.0, 1.0)
+        return (lambda: next(held)) if torch_installed else None
+
+    monkeypatch.setattr(bench, "_flushed_rounds", flushed)
+    monkeypatch.setattr(bench, "time_function", lambda *a, repeat, **kw: evaluator.append((repeat, kw)) or [3.0] * repeat)
+    base = session.baseline("torch stand-in", lambda: 2.0, repeat=2, bytes=N * 4.0)
+    m = _add(session, baseline=base, repeat=4, bytes=N * 12.0)
+    assert made == [(True, 3, 1 << 20)] and m.l2_flushed
+    if torch_installed:
+        assert evaluator == [] and m.ms == 2.5 and m.ratio == pytest.approx(np.median([2 / 1, 2 / 2, 2 / 3, 2 / 4]))
+    else:
+        assert evaluator == [(1, {})] + [(10, {"warmup": 0, "flush_bytes": 1 << 20})] * 4 and m.ms == 3.0
