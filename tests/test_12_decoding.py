@@ -131,8 +131,8 @@ def test_the_plan_covers_every_key_in_whole_pages(nb12, batch, length):
 
 
 @pytest.mark.parametrize("batch, length, sms, want", [(1, 131072, 132, (49, 2688)), (8, 8192, 132, (6, 1376)),
-                                                      (32, 8192, 132, (1, 8192)), (1, 1024, 132, (4, 256)),
-                                                      (8, 16384, 132, (6, 2736)), (1, 100, 40, (1, 112))])
+                                                      (32, 8192, 132, (1, 8192)), (1, 1024, 132, (16, 64)),
+                                                      (8, 16384, 132, (6, 2736)), (1, 100, 40, (4, 32))])
 def test_the_plan_for_one_wave(nb12, batch, length, sms, want):
     splits, chunk = nb12.plan_one_wave(batch, length, sms)
     assert (splits, chunk) == want
