@@ -12,6 +12,8 @@ lucky one.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .kernels import check_number
@@ -179,6 +181,21 @@ def sdpa_gqa(torch, q, k, v):
     return torch.nn.functional.scaled_dot_product_attention(q[:, :, None], k, v, enable_gqa=True)[:, :, 0]
 
 
+@functools.cache
+def _compiled_flex_attention():
+    from torch.nn.attention.flex_attention import flex_attention
+    import torch
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def flex_gqa(torch, q, k, v):
+    """torch's flex_attention on the same arrays as `sdpa_gqa`, compiled by triton (once per shape,
+    in the warm-up calls): with one query row it runs torch's flex-decoding kernel, which splits
+    the keys across blocks as split-KV does."""
+    return _compiled_flex_attention()(q[:, :, None], k, v, enable_gqa=True)[:, :, 0]
+
+
 def split_outputs(b: int, splits: int, hq: int = HQ, d: int = D) -> list[np.ndarray]:
     """The split kernels' last three arrays: each split's O_s (fp32) and L_s, then the output."""
     return [np.empty((b, splits, hq, d), "float32"), np.empty((b, splits, hq), "float32"), np.empty((b, hq, d), "float16")]
@@ -297,7 +314,8 @@ def check_merge_exercise(nb, merge_two, merge_states) -> str:
 SWEEP_BATCHES = [1, 8, 32, 128]
 SWEEP_CONTEXTS = [1024, 8192, 32768, 131072]
 SWEEP_TOKENS = 1 << 19
-SWEEP_KINDS = ["split-KV, paged, one wave", "TVM decode kernel", "torch sdpa, enable_gqa", "copy of the same bytes"]
+SWEEP_KINDS = ["split-KV, paged, one wave", "TVM decode kernel", "torch sdpa, enable_gqa", "torch flex_attention",
+               "copy of the same bytes"]
 
 
 def sweep_points() -> list[tuple[int, int]]:
@@ -327,9 +345,11 @@ def run_sweep(nb, kernel, plan_for) -> None:
         copy = nb.torch_op(f"copy of the same bytes {label}", lambda torch, x: x.clone(),
                            [np.empty(int(counts["bytes"]) // 4, "float16")], bytes=counts["bytes"], quiet=True)
         dense = np.stack([gather(kv, table[i], n) for i in range(b)])  # (b, 2, hkv, n, d)
-        nb.torch_op(f"torch sdpa, enable_gqa {label}", sdpa_gqa, [q, *(np.ascontiguousarray(dense[:, i]) for i in (0, 1))],
-                    **counts, quiet=True)
+        qkv = [q, *(np.ascontiguousarray(dense[:, i]) for i in (0, 1))]
         del dense
+        nb.torch_op(f"torch sdpa, enable_gqa {label}", sdpa_gqa, qkv, **counts, quiet=True)
+        nb.torch_op(f"torch flex_attention {label}", flex_gqa, qkv, **counts, quiet=True)
+        del qkv
         splits, chunk = plan_for(b, n)
         args = [q, kv, table, lengths, np.empty((b, splits, HQ, D), "float32"), np.empty((b, splits, HQ), "float32"),
                 np.empty_like(q)]

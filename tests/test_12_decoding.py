@@ -270,10 +270,10 @@ def test_the_sweep_hands_each_kernel_its_arrays(nb12, monkeypatch):
     decode.run_sweep(nb, decode_steps.decode_paged_ahead, lambda b, n: nb12.plan_one_wave(b, n, 132))
     names = [c[0] for c in nb.calls]
     assert names == [f"{kind} {b}x{n // 1024}k" for b, n in [(1, 40), (1, 100), (3, 40)]
-                     for kind in ["copy of the same bytes", "torch sdpa, enable_gqa", "split-KV, paged, one wave",
-                                 "TVM decode kernel"]]
-    sdpa = [c for c in nb.calls if c[0].startswith("torch sdpa")][-1]
-    assert sdpa[1] == [(3, 32, 128), (3, 8, 40, 128), (3, 8, 40, 128)]
+                     for kind in ["copy of the same bytes", "torch sdpa, enable_gqa", "torch flex_attention",
+                                 "split-KV, paged, one wave", "TVM decode kernel"]]
+    sdpa, flex = ([c for c in nb.calls if c[0].startswith(name)][-1] for name in ("torch sdpa", "torch flex"))
+    assert sdpa[1] == flex[1] == [(3, 32, 128), (3, 8, 40, 128), (3, 8, 40, 128)]  # the same dense arrays
     assert all(c[2]["baseline"].startswith("copy of the same bytes") for c in nb.calls if "baseline" in c[2])
 
 
@@ -308,6 +308,17 @@ def test_the_dense_kernels_on_a_gpu(nb12, n):
         close(run(nb12.decode_per_head(3, n, 32, 8, 128), [q, k, v, np.empty_like(q)]), want)
     for splits, chunk in [nb12.plan(3, n, 132), (3, -(-n // 3 // 16) * 16)]:
         close(run(nb12.decode_split(3, n, 32, 8, 128, splits, chunk), [q, k, v, *decode.split_outputs(3, splits)]), want)
+
+
+@needs_gpu
+@pytest.mark.parametrize("baseline", ["sdpa_gqa", "flex_gqa"])
+def test_the_torch_baselines_compute_decoding_attention(baseline):
+    """The sweep's torch baselines are timed, never checked there: here they are, against the float64
+    reference, so that a ratio to them is a ratio to the same answer."""
+    torch = pytest.importorskip("torch")
+    q, (k, v) = decode.queries(2), decode.dense_cache(2, 1000)
+    out = getattr(decode, baseline)(torch, *(torch.from_numpy(a).cuda() for a in (q, k, v)))
+    assert helpers.bench.relative_error(out.float().cpu().numpy(), decode.reference(q, k, v)) < 2e-3
 
 
 @needs_gpu
