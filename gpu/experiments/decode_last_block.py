@@ -11,58 +11,31 @@ held as the notebook times them.
     python gpu/experiments/decode_last_block.py
 """
 
-import statistics
+import importlib.util
+import inspect
+import pathlib
+import sys
+import tempfile
 
 import numpy as np
-from tvm.script import tirx as T
 
 import helpers
-from helpers import baselines, bench, decode, kernels
-from helpers.decode import HKV, HQ, D, check_heads
-from helpers.decode_steps import KEYS, decode_paged_ahead, load_keys, scores_keys, update_keys
-from helpers.lessons.decoding import (LANES, LOG2E, NEG, ROWS, THREADS, VEC, init_state, load_q, share_rows,
-                                      write_partial)
+from decode_plans import against_copy, case, setup
+from helpers import decode, decode_steps, kernels
+from helpers.decode import HKV, HQ, D
 
 SHAPES = [(1, 1024), (1, 8192), (8, 1024), (1, 32768), (32, 1024), (8, 8192)]
 
 
-def decode_paged_last_merges(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16):
-    heads, scale = check_heads(HQ, HKV, D), LOG2E / D ** 0.5
-    @T.prim_func
-    def main(Q: T.Buffer((B, HQ, D), "float16"), KV: T.Buffer((pages, 2, HKV, page, D), "float16"),
-             table: T.Buffer((B, max_pages), "int32"), lengths: T.Buffer((B,), "int32"),
-             Op: T.Buffer((B, splits, HQ, D), "float32"), LSE: T.Buffer((B, splits, HQ), "float32"),
-             arrived: T.Buffer((B, HKV), "int32"), O: T.Buffer((B, HQ, D), "float16")):
-        with T.attr(0, "tirx.device_entry", True):
-            b, h, sp = T.cta_id([B, HKV, splits])
-            tid = T.thread_id([THREADS])
-            row, lane = T.meta_var(tid // LANES), T.meta_var(tid % LANES)
-            qf, o = [T.alloc_local((heads * VEC,), "float32") for _ in range(2)]
-            kr, vr, kc, vc = [T.alloc_local((KEYS * VEC,), "float16") for _ in range(4)]
-            s = T.alloc_local((KEYS * heads,), "float32")
-            m, l, p, alpha = [T.alloc_local((heads,), "float32") for _ in range(4)]
-            acc, tot, mx, mn = [T.alloc_local((1,), "float32") for _ in range(4)]
-            sm, sl = [T.alloc_buffer((ROWS, heads), "float32", scope="shared") for _ in range(2)]
-            so = T.alloc_buffer((ROWS, heads, D), "float32", scope="shared")
-            last = T.alloc_buffer((1,), "int32", scope="shared")
-            n = T.meta_var(T.min(chunk, T.max(lengths[b] - sp * chunk, 0)))
-            load_q(qf, Q, b, h * heads, heads, lane, scale)
-            init_state(m, l, o, heads)
-            for x in T.unroll(KEYS * VEC):
-                kr[x] = T.float16(0)
-                vr[x] = T.float16(0)
-            load_keys(kr, vr, KV, table, b, h, sp * chunk, 0, n, row, lane, page)
-            for i in T.serial((n + ROWS * KEYS - 1) // (ROWS * KEYS)):
-                for x in T.unroll(KEYS * VEC):
-                    kc[x] = kr[x]
-                    vc[x] = vr[x]
-                if (i + 1) * ROWS * KEYS < n:
-                    load_keys(kr, vr, KV, table, b, h, sp * chunk + (i + 1) * ROWS * KEYS, (i + 1) * ROWS * KEYS, n,
-                              row, lane, page)
-                scores_keys(s, qf, kc, i * ROWS * KEYS, n, row, heads)
-                update_keys(o, m, l, s, vc, p, alpha, mn, heads)
-            share_rows(sm, sl, so, m, l, o, row, lane, heads)
-            write_partial(Op, LSE, acc, tot, mx, sm, sl, so, b, sp, h * heads, tid, heads, D)
+# decode_paged_ahead with the merge moved into its blocks: the edits, each found once in its source
+EDITS = {
+    "def decode_paged_ahead(": "def decode_paged_last_merges(",
+    'LSE: T.Buffer((B, splits, HQ), "float32"), O:':
+        'LSE: T.Buffer((B, splits, HQ), "float32"),\n             arrived: T.Buffer((B, HKV), "int32"), O:',
+    '            so = T.alloc_buffer((ROWS, heads, D), "float32", scope="shared")\n':
+        '            so = T.alloc_buffer((ROWS, heads, D), "float32", scope="shared")\n'
+        '            last = T.alloc_buffer((1,), "int32", scope="shared")\n',
+    "        merge_splits(O, Op, LSE, B, HQ, D, splits)\n": """\
             T.cuda.thread_fence()  # this split's state reaches the GPU before the block counts itself
             T.cuda.cta_sync()
             if tid == 0:
@@ -83,42 +56,46 @@ def decode_paged_last_merges(B, HQ, HKV, D, pages, max_pages, splits, chunk, pag
                     O[b, h * heads + g, d] = T.Cast("float16", acc[0] / tot[0])
                 if tid == 0:
                     arrived[b, h] = 0  # ready for the next call
-    return main
+""",
+}
+HEADER = """from tvm.script import tirx as T
+from helpers.decode import check_heads
+from helpers.decode_steps import KEYS, load_keys, scores_keys, update_keys
+from helpers.lessons.decoding import LANES, LOG2E, NEG, ROWS, THREADS, VEC, init_state, load_q, share_rows, write_partial
+"""
+
+
+def last_merges_kernel():
+    """`decode_paged_last_merges`, made from decode_paged_ahead's own source by EDITS and written to a
+    module file (TVMScript reads a kernel's source)."""
+    src = inspect.getsource(decode_steps.decode_paged_ahead)
+    for old, new in EDITS.items():
+        if src.count(old) != 1:
+            raise ValueError(f"decode_paged_ahead holds {old!r} {src.count(old)} times: expected once")
+        src = src.replace(old, new)
+    file = pathlib.Path(tempfile.mkdtemp()) / "decode_last_merges.py"
+    file.write_text(HEADER + "\n\n" + src)
+    spec = importlib.util.spec_from_file_location("decode_last_merges", file)
+    module = sys.modules["decode_last_merges"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.decode_paged_last_merges
 
 
 def main():
-    import torch
-
     plan_one_wave = helpers.lessons.lesson("12_decoding").plan_one_wave
-    dev, target, spec = helpers.device(), helpers.make_target(), helpers.local_gpu_spec()
-    flush = 2 * spec.l2_bytes
+    dev, target, spec, flush = setup()
     print(f"{spec.name}; plan_one_wave; medians of 9 rounds, flushed and held (8x8k: 256 MiB, flushed too)")
     for b, n in SHAPES:
         splits, chunk = plan_one_wave(b, n, spec.sm_count)
-        q = decode.queries(b)
-        kv, table, lengths = decode.paged_cache([n] * b)
-        ref = decode.reference_paged(q, kv, table, lengths)
-        src = torch.empty(int(decode.decode_bytes(lengths)) // 4, dtype=torch.float16, device="cuda")
-        copy = baselines.torch_flushed_rounds(lambda: src.clone(), flush)
+        q, kv, table, lengths, ref, copy = case(b, n, flush)
         shape = (b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk)
         outs = decode.split_outputs(b, splits)
-        for name, kernel, args in [("two kernels", decode_paged_ahead(*shape), [q, kv, table, lengths, *outs]),
-                                   ("last block merges", decode_paged_last_merges(*shape),
+        for name, kernel, args in [("two kernels", decode_steps.decode_paged_ahead(*shape), [q, kv, table, lengths, *outs]),
+                                   ("last block merges", last_merges_kernel()(*shape),
                                     [q, kv, table, lengths, *outs[:2], np.zeros((b, HKV), "int32"), outs[2]])]:
-            ex = kernels.build(kernel, target, "tirx")
-            dev_args = bench._launch_once(ex, dev, args, -1)
-            ex.mod["main"](*dev_args)  # a second call: the counters must have been set back to 0
-            dev.sync()
-            err = bench.relative_error(dev_args[-1].numpy(), ref)
-            if not err < 2e-3:
-                print(f"  {b}x{n // 1024}k {name}: rel. error {err:.1e}, not timed")
-                continue
-            ours = baselines.torch_flushed_rounds(baselines.on_torch_stream(ex.mod["main"], dev, dev_args), flush)
-            k, c, ratio = baselines.interleaved(ours, copy, 9)
-            lo, hi = baselines.ratio_quartiles(k, c)
-            print(f"  {b}x{n // 1024}k {name:18s} {splits:3d} splits of {chunk:5d}: {statistics.median(k) * 1e3:6.1f} us,"
-                  f" copy {statistics.median(c) * 1e3:5.1f} us, {ratio:.0%} [{lo:.0%}-{hi:.0%}], error {err:.0e}")
-
+            ex = kernels.build(kernel, target, "tirx")  # run twice first: the counters must be back at 0
+            print(f"  {b}x{n // 1024}k {name:18s} {splits:3d} splits of {chunk:5d}: "
+                  + against_copy(ex, dev, args, ref, copy, flush, calls=2))
 
 if __name__ == "__main__":
     main()
