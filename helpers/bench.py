@@ -310,8 +310,8 @@ class Session:
                 times, base_times, ratio = ([flushed() for _ in range(repeat)], None, None) if versus is None \
                     else baselines.interleaved(flushed, self._rounds[versus], repeat)
             elif versus is None:
-                flushed = {"flush_bytes": flush} if flush else {}
-                times, base_times, ratio = time_function(ex.mod, dev, dev_args, repeat=rounds, **flushed), None, None
+                by_tvm = {"flush_bytes": flush} if flush else {}  # TVM's own flush, where torch is not installed
+                times, base_times, ratio = time_function(ex.mod, dev, dev_args, repeat=rounds, **by_tvm), None, None
             else:
                 time_function(ex.mod, dev, dev_args, repeat=1)  # warm up
                 times, base_times, ratio = baselines.interleaved(  # a flushed round: the mean of 10 flushed calls

@@ -11,16 +11,13 @@ held as the notebook times them.
     python gpu/experiments/decode_last_block.py
 """
 
-import importlib.util
 import inspect
-import pathlib
-import sys
-import tempfile
 
 import numpy as np
 
 import helpers
 from decode_plans import against_copy, case, setup
+from lesson_code import module_from_source
 from helpers import decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D
 
@@ -73,11 +70,7 @@ def last_merges_kernel():
         if src.count(old) != 1:
             raise ValueError(f"decode_paged_ahead holds {old!r} {src.count(old)} times: expected once")
         src = src.replace(old, new)
-    file = pathlib.Path(tempfile.mkdtemp()) / "decode_last_merges.py"
-    file.write_text(HEADER + "\n\n" + src)
-    spec = importlib.util.spec_from_file_location("decode_last_merges", file)
-    module = sys.modules["decode_last_merges"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = module_from_source("decode_last_merges", HEADER + "\n\n" + src)
     return module.decode_paged_last_merges
 
 

@@ -5,7 +5,11 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import inspect
+import pathlib
+import sys
+import tempfile
 import types
 
 import helpers
@@ -37,3 +41,15 @@ def template(name: str, edits: dict | None = None):
     namespace = dict(vars(module))
     exec(compile(src, f"<{name} with {len(edits)} edits>", "exec"), namespace)
     return namespace[name]
+
+
+def module_from_source(name: str, source: str) -> types.ModuleType:
+    """`source` imported as the module `name` from a file of its own: TVMScript reads a kernel's source
+    back from its module's file (as for `helpers.lessons`), so a kernel a study edits or gathers must
+    live in one."""
+    file = pathlib.Path(tempfile.mkdtemp(prefix="study-")) / f"{name}.py"
+    file.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -10,16 +10,14 @@ only): an exploration, not a lesson; the notebook's sweep is the record.
 """
 
 import ast
-import importlib.util
 import json
 import pathlib
 import statistics
-import sys
-import tempfile
 
 import numpy as np
 
 import helpers
+from lesson_code import module_from_source
 from helpers import bench, kernels, reduction_tables
 
 M, N = 2048, 32768
@@ -33,11 +31,7 @@ def lesson():
         if cell["cell_type"] == "code":
             keep += [n for n in ast.parse("".join(cell["source"])).body
                      if isinstance(n, (ast.Import, ast.ImportFrom, ast.FunctionDef))]
-    file = pathlib.Path(tempfile.mkdtemp()) / "lesson09_defs.py"
-    file.write_text(ast.unparse(ast.Module(body=keep, type_ignores=[])) + "\n")
-    spec = importlib.util.spec_from_file_location("lesson09_defs", file)
-    module = sys.modules["lesson09_defs"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = module_from_source("lesson09_defs", ast.unparse(ast.Module(body=keep, type_ignores=[])) + "\n")
     return vars(module)
 
 
