@@ -236,6 +236,18 @@ def test_more_bytes_in_flight(arch):
     assert keys[:keys.index("for (int i = 0")].count("*(uint4*)(KV_ptr") == 0
 
 
+@pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
+def test_one_split_needs_no_merge(arch):
+    """decode_paged_wave is decode_paged_ahead where there is more than one split (the same CUDA);
+    with one split it writes O in its one kernel, and launches no merge."""
+    shape = (3, 32, 8, 128, 40, 32)
+    ahead = cuda(decode_steps.decode_paged_ahead(*shape, 2, 256), arch)
+    assert cuda(decode_steps.decode_paged_wave(*shape, 2, 256), arch) == ahead
+    one = cuda(decode_steps.decode_paged_wave(*shape, 1, 512), arch)
+    assert "main_kernel_1" not in one and "O_ptr[" in one
+    assert "log2f" not in one and "Op_ptr[" not in one and "LSE_ptr[" not in one  # no partial state written
+
+
 def test_tvm_decode_kernel_builds():
     mod = decode.tvm_decode(32, 8, 128, helpers.env.make_target("sm_80"))
     assert [p.name for p in mod["main"].params] == ["Q", "pages", "page_table_indptr", "page_table_values", "length_info",
@@ -267,7 +279,7 @@ def test_the_sweep_hands_each_kernel_its_arrays(nb12, monkeypatch):
     monkeypatch.setattr(decode, "SWEEP_TOKENS", 150)
     nb = FakeSession()
     nb.target = helpers.env.make_target("sm_80")
-    decode.run_sweep(nb, decode_steps.decode_paged_ahead, lambda b, n: nb12.plan_one_wave(b, n, 132))
+    decode.run_sweep(nb, decode_steps.decode_paged_wave, lambda b, n: nb12.plan_one_wave(b, n, 132))
     names = [c[0] for c in nb.calls]
     assert names == [f"{kind} {b}x{n // 1024}k" for b, n in [(1, 40), (1, 100), (3, 40)]
                      for kind in ["copy of the same bytes", "torch sdpa, enable_gqa", "torch flex_attention",
@@ -333,7 +345,9 @@ def test_the_paged_kernel_and_tvms_on_a_gpu(nb12, lengths):
     want = decode.reference_paged(q, kv, table, lengths)
     for sms in (132, 4):  # many splits, few
         for kernel, plan in [(decode_steps.decode_paged, nb12.plan), (decode_steps.decode_paged_keys, nb12.plan),
-                             (decode_steps.decode_paged_ahead, nb12.plan), (decode_steps.decode_paged_ahead, nb12.plan_one_wave)]:
+                             (decode_steps.decode_paged_ahead, nb12.plan), (decode_steps.decode_paged_ahead, nb12.plan_one_wave),
+                             (decode_steps.decode_paged_wave, nb12.plan_one_wave),
+                             (decode_steps.decode_paged_wave, lambda b, n, sms: nb12.cut(n, 1))]:  # one split: no merge
             splits, chunk = plan(b, int(max(lengths)), sms)
             got = run(kernel(b, 32, 8, 128, len(kv), table.shape[1], splits, chunk),
                       [q, kv, table, lengths, *decode.split_outputs(b, splits)])

@@ -1,0 +1,103 @@
+"""Where `plan_one_wave` leaves one split (batch 32 and 128 of notebook 12's sweep), the second
+kernel merges one state with nothing: `decode_steps.decode_paged_wave` is `decode_paged_ahead`
+writing O itself when splits == 1 (one launch, no O_s or L_s through DRAM); for more splits its
+CUDA is byte-identical. Each is checked against the float64 reference, then timed in 9 rounds
+alternating with torch's SDPA (enable_gqa) on the same keys, as the notebook times them: flushed
+and held below 4x L2, else back to back. Prints ms, SDPA's ms and the ratio SDPA / ours [quartiles].
+
+    python gpu/experiments/decode_one_split.py [profile]
+
+`profile`: each kernel's own time at 32x1k under torch's profiler (CUPTI), after a flush, so that
+the time of each launch (SDPA's backend, our two kernels) is seen apart from the gaps between them.
+"""
+
+import statistics
+
+import numpy as np
+
+import helpers
+from decode_plans import setup
+from helpers import baselines, bench, decode, decode_steps, kernels
+from helpers.decode import HKV, HQ, D
+
+SHAPES = [(32, 1024), (128, 1024), (32, 8192), (8, 1024)]
+
+
+def main():
+    import torch
+
+    plan_one_wave = helpers.lessons.lesson("12_decoding").plan_one_wave
+    dev, target, spec, _ = setup()
+    print(f"{spec.name}; plan_one_wave; medians of 9 rounds against SDPA in the same rounds")
+    for b, n in SHAPES:
+        splits, chunk = plan_one_wave(b, n, spec.sm_count)
+        q = decode.queries(b)
+        kv, table, lengths = decode.paged_cache([n] * b)
+        ref = decode.reference_paged(q, kv, table, lengths)
+        nbytes = decode.decode_bytes(lengths)
+        flush = 2 * spec.l2_bytes if nbytes < 4 * spec.l2_bytes else 0
+        dense = np.stack([decode.gather(kv, table[i], n) for i in range(b)])
+        tq, tk, tv = (torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in (q, dense[:, 0], dense[:, 1]))
+        del dense
+
+        def rounds(call):
+            return (baselines.torch_flushed_rounds(call, flush) if flush
+                    else baselines.event_rounds(call, torch.cuda.Event, torch.cuda.synchronize))
+        sdpa = rounds(lambda: decode.sdpa_gqa(torch, tq, tk, tv))
+        err_sdpa = float(np.linalg.norm(decode.sdpa_gqa(torch, tq, tk, tv).float().cpu().numpy() - ref)
+                         / np.linalg.norm(ref))
+        print(f"  {b}x{n // 1024}k, {splits} splits of {chunk}, {'flushed' if flush else 'not flushed'}; "
+              f"SDPA error {err_sdpa:.0e}")
+        shape = (b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk)
+        for name, factory in [("two kernels (ahead)", decode_steps.decode_paged_ahead),
+                              ("wave: O written", decode_steps.decode_paged_wave)]:
+            ex = kernels.build(factory(*shape), target, "tirx")
+            args = bench._launch_once(ex, dev, [q, kv, table, lengths, *decode.split_outputs(b, splits)], -1)
+            err = bench.relative_error(args[-1].numpy(), ref)
+            if not err < 2e-3:
+                print(f"    {name}: rel. error {err:.1e}, not timed")
+                continue
+            ours, theirs, ratio = baselines.interleaved(rounds(baselines.on_torch_stream(ex.mod["main"], dev, args)),
+                                                        sdpa, 9)
+            lo, hi = baselines.ratio_quartiles(ours, theirs)
+            print(f"    {name:20s} {statistics.median(ours) * 1e3:6.1f} us, SDPA {statistics.median(theirs) * 1e3:6.1f} us,"
+                  f" {ratio:.3f} [{lo:.3f}-{hi:.3f}], error {err:.0e}", flush=True)
+
+
+def profile(b=32, n=1024):
+    import torch
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    plan_one_wave = helpers.lessons.lesson("12_decoding").plan_one_wave
+    dev, target, spec, flush_bytes = setup()
+    splits, chunk = plan_one_wave(b, n, spec.sm_count)
+    q = decode.queries(b)
+    kv, table, lengths = decode.paged_cache([n] * b)
+    dense = np.stack([decode.gather(kv, table[i], n) for i in range(b)])
+    tq, tk, tv = (torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in (q, dense[:, 0], dense[:, 1]))
+    shape = (b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk)
+    calls = {"sdpa": lambda: decode.sdpa_gqa(torch, tq, tk, tv)}
+    for name, factory in [("ahead", decode_steps.decode_paged_ahead), ("wave", decode_steps.decode_paged_wave)]:
+        ex = kernels.build(factory(*shape), target, "tirx")
+        args = bench._launch_once(ex, dev, [q, kv, table, lengths, *decode.split_outputs(b, splits)], -1)
+        calls[name] = baselines.on_torch_stream(ex.mod["main"], dev, args)
+    flush = baselines.torch_flush(flush_bytes)
+    for name, call in calls.items():
+        for _ in range(3):
+            call()
+        torch.cuda.synchronize()
+        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(20):
+                flush()
+                call()
+            torch.cuda.synchronize()
+        print(f"{b}x{n // 1024}k {name}:")
+        for e in prof.key_averages():
+            if e.device_type.name == "CUDA" and e.count >= 20:
+                print(f"   {e.key[:70]:70s} x{e.count}  {e.device_time_total / e.count:7.1f} us")
+
+
+if __name__ == "__main__":
+    import sys
+
+    profile() if sys.argv[1:] == ["profile"] else main()
