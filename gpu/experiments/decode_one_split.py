@@ -5,22 +5,38 @@ CUDA is byte-identical. Each is checked against the float64 reference, then time
 alternating with torch's SDPA (enable_gqa) on the same keys, as the notebook times them: flushed
 and held below 4x L2, else back to back. Prints ms, SDPA's ms and the ratio SDPA / ours [quartiles].
 
-    python gpu/experiments/decode_one_split.py [profile]
+    python gpu/experiments/decode_one_split.py [profile | keys]
 
+`keys`: the one-kernel version with 4 keys a row (the lesson's) against 8.
 `profile`: each kernel's own time at 32x1k under torch's profiler (CUPTI), after a flush, so that
 the time of each launch (SDPA's backend, our two kernels) is seen apart from the gaps between them.
 """
 
+import inspect
 import statistics
 
 import numpy as np
 
 import helpers
 from decode_plans import setup
+from lesson_code import module_from_source
 from helpers import baselines, bench, decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D
 
 SHAPES = [(32, 1024), (128, 1024), (32, 8192), (8, 1024)]
+
+
+def keys_a_row(keys):
+    """decode_paged_wave with `keys` keys a row a step: decode_steps' source with its KEYS changed, in a
+    module of its own (a macro keeps the KEYS it was made with). At 8: twice the bytes in flight, and
+    more registers a thread (2 blocks an SM, not 3)."""
+    src = inspect.getsource(decode_steps)
+    if src.count("\nKEYS = 4\n") != 1:
+        raise ValueError("decode_steps no longer sets KEYS = 4 once")
+    return module_from_source(f"decode_steps_keys{keys}", src.replace("\nKEYS = 4\n", f"\nKEYS = {keys}\n")).decode_paged_wave
+
+
+VARIANTS = [("two kernels (ahead)", decode_steps.decode_paged_ahead), ("wave: O written", decode_steps.decode_paged_wave)]
 
 
 def main():
@@ -49,8 +65,7 @@ def main():
         print(f"  {b}x{n // 1024}k, {splits} splits of {chunk}, {'flushed' if flush else 'not flushed'}; "
               f"SDPA error {err_sdpa:.0e}")
         shape = (b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk)
-        for name, factory in [("two kernels (ahead)", decode_steps.decode_paged_ahead),
-                              ("wave: O written", decode_steps.decode_paged_wave)]:
+        for name, factory in VARIANTS:
             ex = kernels.build(factory(*shape), target, "tirx")
             args = bench._launch_once(ex, dev, [q, kv, table, lengths, *decode.split_outputs(b, splits)], -1)
             err = bench.relative_error(args[-1].numpy(), ref)
@@ -100,4 +115,6 @@ def profile(b=32, n=1024):
 if __name__ == "__main__":
     import sys
 
+    if sys.argv[1:] == ["keys"]:  # the wave kernel with 4 and 8 keys a row
+        VARIANTS[:] = [("wave, 4 keys a row", decode_steps.decode_paged_wave), ("wave, 8 keys a row", keys_a_row(8))]
     profile() if sys.argv[1:] == ["profile"] else main()
