@@ -134,15 +134,28 @@ def test_the_plan_covers_every_key_in_whole_pages(nb12, batch, length):
                                                       (32, 8192, 132, (1, 8192)), (1, 1024, 132, (16, 64)),
                                                       (8, 16384, 132, (6, 2736)), (1, 100, 40, (4, 32))])
 def test_the_plan_for_one_wave(nb12, batch, length, sms, want):
-    splits, chunk = nb12.plan_one_wave(batch, length, sms)
+    splits, chunk = nb12.plan_one_wave([length] * batch, sms)
     assert (splits, chunk) == want
     assert batch * 8 * splits <= nb12.BLOCKS_PER_SM * sms or splits == 1  # never a second wave of blocks
     assert (splits - 1) * chunk < length <= splits * chunk and chunk % 16 == 0
 
 
-def test_the_plan_for_one_wave_refuses_nonsense(nb12):
+@pytest.mark.parametrize("lengths", [[1, 16384, 8191, 4100, 12000, 8192, 17, 12803], [65536, 3000, 40000, 700],
+                                     [5] * 3 + [20000]])
+def test_the_plan_for_one_wave_counts_the_keys_a_mixed_batch_has(nb12, lengths):
+    """The blocks that have keys (a split past a sequence's end has none) fill one wave, and one page
+    less a chunk would not fit; the longest sequence is covered, every chunk whole pages."""
+    splits, chunk = nb12.plan_one_wave(lengths, 132)
+    busy = lambda c: 8 * sum(-(-n // c) for n in lengths)  # noqa: E731
+    assert busy(chunk) <= 3 * 132 < busy(chunk - 16) and chunk % 16 == 0
+    assert (splits - 1) * chunk < max(lengths) <= splits * chunk
+    assert splits > nb12.plan_one_wave([max(lengths)] * len(lengths), 132)[0]  # shorter chunks than by the longest
+
+
+@pytest.mark.parametrize("lengths, sms", [([8192] * 8, 0), ([], 132), ([100, 0], 132)])
+def test_the_plan_for_one_wave_refuses_nonsense(nb12, lengths, sms):
     with pytest.raises(ValueError, match="must be positive"):
-        nb12.plan_one_wave(8, 8192, 0)
+        nb12.plan_one_wave(lengths, sms)
 
 
 # ------------------------------------------------------------------ the refusals
@@ -279,7 +292,7 @@ def test_the_sweep_hands_each_kernel_its_arrays(nb12, monkeypatch):
     monkeypatch.setattr(decode, "SWEEP_TOKENS", 150)
     nb = FakeSession()
     nb.target = helpers.env.make_target("sm_80")
-    decode.run_sweep(nb, decode_steps.decode_paged_wave, lambda b, n: nb12.plan_one_wave(b, n, 132))
+    decode.run_sweep(nb, decode_steps.decode_paged_wave, lambda b, n: nb12.plan_one_wave([n] * b, 132))
     names = [c[0] for c in nb.calls]
     assert names == [f"{kind} {b}x{n // 1024}k" for b, n in [(1, 40), (1, 100), (3, 40)]
                      for kind in ["copy of the same bytes", "torch sdpa, enable_gqa", "torch flex_attention",
@@ -343,10 +356,11 @@ def test_the_paged_kernel_and_tvms_on_a_gpu(nb12, lengths):
     q = decode.queries(b)
     kv, table, lengths = decode.paged_cache(lengths)
     want = decode.reference_paged(q, kv, table, lengths)
+    one_wave = lambda b, n, sms: nb12.plan_one_wave(lengths, sms)  # noqa: E731  by the batch's own lengths
     for sms in (132, 4):  # many splits, few
         for kernel, plan in [(decode_steps.decode_paged, nb12.plan), (decode_steps.decode_paged_keys, nb12.plan),
-                             (decode_steps.decode_paged_ahead, nb12.plan), (decode_steps.decode_paged_ahead, nb12.plan_one_wave),
-                             (decode_steps.decode_paged_wave, nb12.plan_one_wave),
+                             (decode_steps.decode_paged_ahead, nb12.plan), (decode_steps.decode_paged_ahead, one_wave),
+                             (decode_steps.decode_paged_wave, one_wave),
                              (decode_steps.decode_paged_wave, lambda b, n, sms: nb12.cut(n, 1))]:  # one split: no merge
             splits, chunk = plan(b, int(max(lengths)), sms)
             got = run(kernel(b, 32, 8, 128, len(kv), table.shape[1], splits, chunk),

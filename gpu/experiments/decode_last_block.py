@@ -79,7 +79,7 @@ def main():
     dev, target, spec, flush = setup()
     print(f"{spec.name}; plan_one_wave; medians of 9 rounds, flushed and held (8x8k: 256 MiB, flushed too)")
     for b, n in SHAPES:
-        splits, chunk = plan_one_wave(b, n, spec.sm_count)
+        splits, chunk = plan_one_wave([n] * b, spec.sm_count)
         q, kv, table, lengths, ref, copy = case(b, n, flush)
         shape = (b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk)
         outs = decode.split_outputs(b, splits)

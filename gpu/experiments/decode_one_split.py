@@ -46,7 +46,7 @@ def main():
     dev, target, spec, _ = setup()
     print(f"{spec.name}; plan_one_wave; medians of 9 rounds against SDPA in the same rounds")
     for b, n in SHAPES:
-        splits, chunk = plan_one_wave(b, n, spec.sm_count)
+        splits, chunk = plan_one_wave([n] * b, spec.sm_count)
         q = decode.queries(b)
         kv, table, lengths = decode.paged_cache([n] * b)
         ref = decode.reference_paged(q, kv, table, lengths)
@@ -85,7 +85,7 @@ def profile(b=32, n=1024):
 
     plan_one_wave = helpers.lessons.lesson("12_decoding").plan_one_wave
     dev, target, spec, flush_bytes = setup()
-    splits, chunk = plan_one_wave(b, n, spec.sm_count)
+    splits, chunk = plan_one_wave([n] * b, spec.sm_count)
     q = decode.queries(b)
     kv, table, lengths = decode.paged_cache([n] * b)
     dense = np.stack([decode.gather(kv, table[i], n) for i in range(b)])

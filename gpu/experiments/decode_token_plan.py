@@ -1,9 +1,11 @@
-"""On mixed batches, notebook 12's `plan_one_wave` cuts every sequence by the longest one's chunk:
-the grid is (sequences, KV heads, splits of the longest), so short sequences leave many blocks
+"""On mixed batches, a one-wave plan that cuts every sequence by the longest one's chunk (notebook
+12's `plan_one_wave` until 548299f) is slow: the grid is (sequences, KV heads, splits of the longest), so short sequences leave many blocks
 empty and the long ones' blocks walk far. A plan that counts the keys the batch has picks the
 least chunk (whole pages) whose non-empty blocks, sum over b of ceil(n_b / chunk) x KV heads, fill
 one wave; the kernel is the same (a split past a sequence's end exits at once and writes L = -inf).
-On uniform batches the two plans are the same (checked below for the sweep's shapes).
+On uniform batches the two plans are the same (checked below for the sweep's shapes). Notebook 12's
+`plan_one_wave` is now this plan (it takes the batch's lengths); "one wave, longest" below is it
+given the longest length for every sequence, the rule it had when this study ran (548299f).
 
 Each plan of `decode_paged_wave` on each batch is checked against the float64 reference, then
 timed in 9 interleaved rounds against the copy of the same bytes, both flushed and held.
@@ -41,7 +43,7 @@ def main():
     dev, target, spec, flush = setup()
     sms = spec.sm_count
     for b, n in decode.sweep_points():
-        assert plan_by_tokens([n] * b, sms) == nb12.plan_one_wave(b, n, sms), (b, n)
+        assert plan_by_tokens([n] * b, sms) == nb12.plan_one_wave([n] * b, sms), (b, n)
     print(f"{spec.name}; the token plan equals plan_one_wave at the sweep's shapes; medians of 9 rounds")
     import torch
 
@@ -55,7 +57,7 @@ def main():
         copy = baselines.torch_flushed_rounds(lambda: src.clone(), flush)
         print(f"  {name}: {int(sum(lengths))} keys, {nbytes / 2**20:.0f} MiB")
         for plan_name, (splits, chunk) in [("plan (4/SM, longest)", nb12.plan(b, longest, sms)),
-                                           ("one wave, longest", nb12.plan_one_wave(b, longest, sms)),
+                                           ("one wave, longest", nb12.plan_one_wave([longest] * b, sms)),
                                            ("one wave, tokens", plan_by_tokens(lengths, sms))]:
             busy = HKV * sum(-(-int(n) // chunk) for n in lengths)
             ex = kernels.build(decode_steps.decode_paged_wave(b, HQ, HKV, D, len(kv), table.shape[1], splits, chunk),

@@ -33,7 +33,7 @@ def main():
     plan_one_wave = helpers.lessons.lesson("12_decoding").plan_one_wave
     from helpers.decode_steps import decode_paged_ahead
     for b, n in [(1, 8192), (8, 8192)]:
-        splits, chunk = plan_one_wave(b, n, spec.sm_count)
+        splits, chunk = plan_one_wave([n] * b, spec.sm_count)
         kv, table, lengths = decode.paged_cache([n] * b)
         args = [decode.queries(b), kv, table, lengths, *decode.split_outputs(b, splits)]
         ex = kernels.build(decode_paged_ahead(b, decode.HQ, decode.HKV, decode.D, *decode.pool_size([n] * b),
