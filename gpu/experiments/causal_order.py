@@ -1,0 +1,57 @@
+"""Notebook 11's causal sweep launches a block per work item (128 rows of one head), each head's
+items longest first, and behind cuDNN at short sequences (0.69 at 512 tokens). Where work items
+differ in length, the order they are handed out decides how evenly the SMs finish. Orders tried,
+with `persistent_flash_attention`'s own `work_item` hook (the kernel code is the lesson's):
+
+- "per head, a block each": the notebook's (head by head, in each the longest row block first);
+- "longest first, a block each": every head's longest row block, then every head's next, ...: the
+  hardware hands blocks out in order as SMs free up, so this is longest-processing-time-first;
+- "per head, persistent" and "longest first, persistent": the same orders walked by one block per SM.
+
+Each is checked against the float64 reference and timed in rounds alternating with cuDNN (torch's
+SDPA, CUDNN_ATTENTION), as the notebook's sweep times them. 32k tokens a batch, 16 heads, fp16.
+
+    python gpu/experiments/causal_order.py
+"""
+
+import helpers
+from helpers import flash_hopper_persistent as walk
+from helpers.attention import attention_case, attention_flops, qkv, sdpa
+from helpers.attention_sweep import HEADS
+
+SEQS = [512, 1024, 2048]
+ON_HOPPER = dict(arch="sm_90a", tir_pipeline="tirx")
+
+
+def longest_first(bh):
+    """work_item for the causal kernel: item w is head w % bh's row block (last first) w // bh."""
+    def work_item(w, row_blocks, seq, causal):
+        bx = row_blocks - 1 - w // bh
+        return w % bh, bx, bx + 1
+    return work_item
+
+
+def main():
+    nb = helpers.start("11_flash_attention_hopper")
+    sms = nb.spec.sm_count
+    print(f"{nb.spec.name}: causal, TFLOP/s and cuDNN's time over ours (median [quartiles] of rounds)")
+    for d in (64, 128):
+        for n in SEQS:
+            shape = (32768 // n, HEADS, n, d)
+            bh, name = shape[0] * HEADS, "x".join(map(str, shape)) + " causal"
+            q, k, v = qkv(*shape, True)
+            base = nb.torch_op(f"cuDNN {name}", sdpa("CUDNN_ATTENTION", *shape[:2], True), [q, k, v],
+                               flops=attention_flops(*shape, True), quiet=True)
+            for label, blocks, order in [("per head, a block each", None, walk.work_item),
+                                         ("longest first, a block each", None, longest_first(bh)),
+                                         ("per head, persistent", sms, walk.work_item),
+                                         ("longest first, persistent", sms, longest_first(bh))]:
+                m = nb.measure(f"{label} {name}", walk.persistent_flash_attention(bh, n, d, True, blocks, order),
+                               **ON_HOPPER, **attention_case(*shape, True, inputs=[q, k, v]), baseline=base, quiet=True)
+                lo, hi = m.ratio_quartiles or (0, 0)
+                print(f"  d={d:3d} {n:5d} {label:28s} {m.tflops:6.1f} TFLOP/s, {m.ratio:.3f} [{lo:.3f}-{hi:.3f}],"
+                      f" error {m.rel_err:.0e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
