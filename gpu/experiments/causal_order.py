@@ -6,12 +6,13 @@ with `persistent_flash_attention`'s own `work_item` hook (the kernel code is the
 - "per head, a block each": the notebook's (head by head, in each the longest row block first);
 - "longest first, a block each": every head's longest row block, then every head's next, ...: the
   hardware hands blocks out in order as SMs free up, so this is longest-processing-time-first;
-- "per head, persistent" and "longest first, persistent": the same orders walked by one block per SM.
+- "per head, persistent" and "longest first, persistent": the same orders walked by one block per SM;
+- "by G heads, persistent": heads in groups of G (their K and V together in L2), longest first in each.
 
 Each is checked against the float64 reference and timed in rounds alternating with cuDNN (torch's
 SDPA, CUDNN_ATTENTION), as the notebook's sweep times them. 32k tokens a batch, 16 heads, fp16.
 
-    python gpu/experiments/causal_order.py
+    python gpu/experiments/causal_order.py [groups]
 """
 
 import helpers
@@ -20,6 +21,7 @@ from helpers.attention import attention_case, attention_flops, qkv, sdpa
 from helpers.attention_sweep import HEADS
 
 SEQS = [512, 1024, 2048]
+ORDERS = None  # `groups` on the command line: the notebook's order and the grouped ones only
 ON_HOPPER = dict(arch="sm_90a", tir_pipeline="tirx")
 
 
@@ -28,6 +30,17 @@ def longest_first(bh):
     def work_item(w, row_blocks, seq, causal):
         bx = row_blocks - 1 - w // bh
         return w % bh, bx, bx + 1
+    return work_item
+
+
+def longest_first_in_groups(bh, group):
+    """work_item: heads in groups of `group` (their K and V together in L2), and in each group every
+    head's longest row block first, then every head's next, ..."""
+    def work_item(w, row_blocks, seq, causal):
+        per_group = group * row_blocks
+        g, r = w // per_group, w % per_group
+        bx = row_blocks - 1 - r // group
+        return g * group + r % group, bx, bx + 1
     return work_item
 
 
@@ -42,10 +55,13 @@ def main():
             q, k, v = qkv(*shape, True)
             base = nb.torch_op(f"cuDNN {name}", sdpa("CUDNN_ATTENTION", *shape[:2], True), [q, k, v],
                                flops=attention_flops(*shape, True), quiet=True)
-            for label, blocks, order in [("per head, a block each", None, walk.work_item),
-                                         ("longest first, a block each", None, longest_first(bh)),
-                                         ("per head, persistent", sms, walk.work_item),
-                                         ("longest first, persistent", sms, longest_first(bh))]:
+            orders = [("per head, a block each", None, walk.work_item),
+                      ("longest first, a block each", None, longest_first(bh)),
+                      ("per head, persistent", sms, walk.work_item),
+                      ("longest first, persistent", sms, longest_first(bh)),
+                      ("by 8 heads, persistent", sms, longest_first_in_groups(bh, 8)),
+                      ("by 32 heads, persistent", sms, longest_first_in_groups(bh, 32))]
+            for label, blocks, order in [o for i, o in enumerate(orders) if ORDERS is None or i in ORDERS]:
                 m = nb.measure(f"{label} {name}", walk.persistent_flash_attention(bh, n, d, True, blocks, order),
                                **ON_HOPPER, **attention_case(*shape, True, inputs=[q, k, v]), baseline=base, quiet=True)
                 lo, hi = m.ratio_quartiles or (0, 0)
@@ -54,4 +70,8 @@ def main():
 
 
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["groups"]:
+        ORDERS = [0, 4, 5]
     main()
