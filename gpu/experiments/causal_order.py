@@ -12,7 +12,7 @@ with `persistent_flash_attention`'s own `work_item` hook (the kernel code is the
 Each is checked against the float64 reference and timed in rounds alternating with cuDNN (torch's
 SDPA, CUDNN_ATTENTION), as the notebook's sweep times them. 32k tokens a batch, 16 heads, fp16.
 
-    python gpu/experiments/causal_order.py [groups]
+    python gpu/experiments/causal_order.py [groups | all]
 """
 
 import helpers
@@ -20,7 +20,7 @@ from helpers import flash_hopper_persistent as walk
 from helpers.attention import attention_case, attention_flops, qkv, sdpa
 from helpers.attention_sweep import HEADS
 
-SEQS = [512, 1024, 2048]
+SEQS = [512, 1024, 2048]  # `all`: SEQS of the notebook's sweep, 512 to 16k
 ORDERS = None  # `groups` on the command line: the notebook's order and the grouped ones only
 ON_HOPPER = dict(arch="sm_90a", tir_pipeline="tirx")
 
@@ -60,7 +60,8 @@ def main():
                       ("per head, persistent", sms, walk.work_item),
                       ("longest first, persistent", sms, longest_first(bh)),
                       ("by 8 heads, persistent", sms, longest_first_in_groups(bh, 8)),
-                      ("by 32 heads, persistent", sms, longest_first_in_groups(bh, 32))]
+                      ("by 32 heads, persistent", sms, longest_first_in_groups(bh, 32)),
+                      ("by 16 heads, persistent", sms, longest_first_in_groups(bh, 16))]
             for label, blocks, order in [o for i, o in enumerate(orders) if ORDERS is None or i in ORDERS]:
                 m = nb.measure(f"{label} {name}", walk.persistent_flash_attention(bh, n, d, True, blocks, order),
                                **ON_HOPPER, **attention_case(*shape, True, inputs=[q, k, v]), baseline=base, quiet=True)
@@ -72,6 +73,9 @@ def main():
 if __name__ == "__main__":
     import sys
 
-    if sys.argv[1:] == ["groups"]:
+    if sys.argv[1:2] == ["groups"]:
         ORDERS = [0, 4, 5]
+    if sys.argv[1:2] == ["all"]:  # every length of the notebook's sweep, the notebook's order and G = 8, 16, 32
+        from helpers.attention_sweep import SEQS
+        ORDERS = [0, 4, 6, 5]
     main()
