@@ -7,24 +7,14 @@ here so that the lecture shows the kernel and the numbers, not the loops that ga
 from __future__ import annotations
 
 import difflib
-import inspect
 
 import numpy as np
 
 from helpers.attention import attention_case, attention_flops, qkv, sdpa
+from helpers.kernels import source_of
 
 SEQS = [512, 1024, 2048, 4096, 8192, 16384]  # the sweep's sequence lengths, 32k tokens per batch
 HEADS = 16
-
-
-def source_of(fn) -> str:
-    """The Python source of a function or of a TIRx macro (whose decorator returns a wrapper that
-    keeps the macro, with its source, in its closure)."""
-    for cell in fn.__closure__ or ():
-        macro = cell.cell_contents
-        if hasattr(macro, "source") and hasattr(macro.source, "source"):
-            return macro.source.source
-    return inspect.getsource(fn)
 
 
 def code_diff(before, after, context: int = 0) -> str:

@@ -213,24 +213,13 @@ def fp16_series(runs: dict, flops: float, *baselines) -> None:
         print(f"    {m.name}; {m.gpu}, {m.date}")
 
 
-def _source(fn) -> str:
-    """A Python function's source, or a TVMScript macro's (kept by the macro object it wraps)."""
-    import inspect
-
-    for cell in getattr(fn, "__closure__", None) or ():
-        source = getattr(getattr(cell.cell_contents, "source", None), "source", None)
-        if isinstance(source, str):
-            return source
-    return inspect.getsource(fn)
-
-
 def source_diff(before, after, lines: int = 40) -> str:
     """What one step changed in a kernel's code: difflib's unified diff of two functions' (or macros')
     source, docstrings and comments left out: the lines a step changed, beside the code it is now."""
     import difflib
 
     def code(fn):  # without docstrings, comment lines and blank lines: the code that runs
-        text = re.sub(r'[ \t]*"""(.|\n)*?"""[ \t]*\n', "", _source(fn))
+        text = re.sub(r'[ \t]*"""(.|\n)*?"""[ \t]*\n', "", kernels.source_of(fn))
         return [line for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
 
     diff = list(difflib.unified_diff(code(before), code(after), lineterm="", n=0))

@@ -39,44 +39,54 @@ def keys_a_row(keys):
 VARIANTS = [("two kernels (ahead)", decode_steps.decode_paged_ahead), ("wave: O written", decode_steps.decode_paged_wave)]
 
 
-def main():
+def sdpa_case(b, n, spec, flush_bytes):
+    """b sequences of n tokens: the query, the paged cache (kv, table, lengths), the float64 reference,
+    a function making a round timer for a call (flushed and held below 4x L2, else back to back, as the
+    notebook times them), SDPA's round timer on the same keys laid out densely, and a line saying how."""
     import torch
 
+    q = decode.queries(b)
+    kv, table, lengths = decode.paged_cache([n] * b)
+    ref = decode.reference_paged(q, kv, table, lengths)
+    flush = flush_bytes if decode.decode_bytes(lengths) < 4 * spec.l2_bytes else 0
+    dense = np.stack([decode.gather(kv, table[i], n) for i in range(b)])
+    tq, tk, tv = (torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in (q, dense[:, 0], dense[:, 1]))
+    del dense
+
+    def rounds(call):
+        return (baselines.torch_flushed_rounds(call, flush) if flush
+                else baselines.event_rounds(call, torch.cuda.Event, torch.cuda.synchronize))
+    err = bench.relative_error(decode.sdpa_gqa(torch, tq, tk, tv).float().cpu().numpy(), ref)
+    how = f"{b}x{n // 1024}k, {'flushed' if flush else 'not flushed'}; SDPA error {err:.0e}"
+    return q, kv, table, lengths, ref, rounds, rounds(lambda: decode.sdpa_gqa(torch, tq, tk, tv)), how
+
+
+def against_sdpa(ex, dev, args, ref, rounds, sdpa) -> str:
+    """Run the built decode `ex` on `args`, check it against `ref`, then time it in 9 rounds alternating
+    with `sdpa` (a round timer): ms, SDPA's ms, the ratio SDPA / ours [quartiles] and the error."""
+    dev_args = bench._launch_once(ex, dev, args, -1)
+    err = bench.relative_error(dev_args[-1].numpy(), ref)
+    if not err < 2e-3:
+        return f"rel. error {err:.1e}, not timed"
+    ours, theirs, ratio = baselines.interleaved(rounds(baselines.on_torch_stream(ex.mod["main"], dev, dev_args)), sdpa, 9)
+    lo, hi = baselines.ratio_quartiles(ours, theirs)
+    return (f"{statistics.median(ours) * 1e3:6.1f} us, SDPA {statistics.median(theirs) * 1e3:6.1f} us, "
+            f"{ratio:.3f} [{lo:.3f}-{hi:.3f}], error {err:.0e}")
+
+
+def main():
     plan_one_wave = helpers.lessons.lesson("12_decoding").plan_one_wave
-    dev, target, spec, _ = setup()
+    dev, target, spec, flush_bytes = setup()
     print(f"{spec.name}; plan_one_wave; medians of 9 rounds against SDPA in the same rounds")
     for b, n in SHAPES:
         splits, chunk = plan_one_wave([n] * b, spec.sm_count)
-        q = decode.queries(b)
-        kv, table, lengths = decode.paged_cache([n] * b)
-        ref = decode.reference_paged(q, kv, table, lengths)
-        nbytes = decode.decode_bytes(lengths)
-        flush = 2 * spec.l2_bytes if nbytes < 4 * spec.l2_bytes else 0
-        dense = np.stack([decode.gather(kv, table[i], n) for i in range(b)])
-        tq, tk, tv = (torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in (q, dense[:, 0], dense[:, 1]))
-        del dense
-
-        def rounds(call):
-            return (baselines.torch_flushed_rounds(call, flush) if flush
-                    else baselines.event_rounds(call, torch.cuda.Event, torch.cuda.synchronize))
-        sdpa = rounds(lambda: decode.sdpa_gqa(torch, tq, tk, tv))
-        err_sdpa = float(np.linalg.norm(decode.sdpa_gqa(torch, tq, tk, tv).float().cpu().numpy() - ref)
-                         / np.linalg.norm(ref))
-        print(f"  {b}x{n // 1024}k, {splits} splits of {chunk}, {'flushed' if flush else 'not flushed'}; "
-              f"SDPA error {err_sdpa:.0e}")
+        q, kv, table, lengths, ref, rounds, sdpa, how = sdpa_case(b, n, spec, flush_bytes)
+        print(f"  {how}; {splits} splits of {chunk}")
         shape = (b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk)
         for name, factory in VARIANTS:
             ex = kernels.build(factory(*shape), target, "tirx")
-            args = bench._launch_once(ex, dev, [q, kv, table, lengths, *decode.split_outputs(b, splits)], -1)
-            err = bench.relative_error(args[-1].numpy(), ref)
-            if not err < 2e-3:
-                print(f"    {name}: rel. error {err:.1e}, not timed")
-                continue
-            ours, theirs, ratio = baselines.interleaved(rounds(baselines.on_torch_stream(ex.mod["main"], dev, args)),
-                                                        sdpa, 9)
-            lo, hi = baselines.ratio_quartiles(ours, theirs)
-            print(f"    {name:20s} {statistics.median(ours) * 1e3:6.1f} us, SDPA {statistics.median(theirs) * 1e3:6.1f} us,"
-                  f" {ratio:.3f} [{lo:.3f}-{hi:.3f}], error {err:.0e}", flush=True)
+            args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
+            print(f"    {name:20s} " + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)
 
 
 def profile(b=32, n=1024):

@@ -14,15 +14,13 @@ printed with each.
 """
 
 import inspect
-import statistics
 import subprocess
 
-import numpy as np
-
 import helpers
+from decode_one_split import against_sdpa, sdpa_case
 from decode_plans import setup
 from lesson_code import module_from_source
-from helpers import baselines, bench, decode, decode_steps, kernels
+from helpers import decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D
 
 SHAPES = [(32, 1024), (32, 8192), (128, 1024), (8, 1024)]
@@ -63,43 +61,21 @@ def registers(ex) -> str:
 
 
 def main():
-    import torch
-
     nb12 = helpers.lessons.lesson("12_decoding")
     dev, target, spec, flush_bytes = setup()
-    variants = [("group of 4 (wave)", decode_steps.decode_paged_wave, 3), ("2 blocks of 2 heads", sub_group_kernel(2), 4),
-                ("4 blocks of 1 head", sub_group_kernel(4), 5)]
+    variants = [("group of 4 (wave)", decode_steps.decode_paged_wave, 1, 3), ("2 blocks of 2 heads", sub_group_kernel(2), 2, 4),
+                ("4 blocks of 1 head", sub_group_kernel(4), 4, 5)]
     print(f"{spec.name}; one wave for each kernel's blocks an SM; medians of 9 rounds against SDPA in the same rounds")
     for b, n in SHAPES:
-        q = decode.queries(b)
-        kv, table, lengths = decode.paged_cache([n] * b)
-        ref = decode.reference_paged(q, kv, table, lengths)
-        flush = flush_bytes if decode.decode_bytes(lengths) < 4 * spec.l2_bytes else 0
-        dense = np.stack([decode.gather(kv, table[i], n) for i in range(b)])
-        tq, tk, tv = (torch.from_numpy(np.ascontiguousarray(x)).cuda() for x in (q, dense[:, 0], dense[:, 1]))
-        del dense
-
-        def rounds(call):
-            return (baselines.torch_flushed_rounds(call, flush) if flush
-                    else baselines.event_rounds(call, torch.cuda.Event, torch.cuda.synchronize))
-        sdpa = rounds(lambda: decode.sdpa_gqa(torch, tq, tk, tv))
-        print(f"  {b}x{n // 1024}k, {'flushed' if flush else 'not flushed'}")
-        for name, factory, per_sm in variants:
-            sub = 1 if factory is decode_steps.decode_paged_wave else int(name[0])
+        q, kv, table, lengths, ref, rounds, sdpa, how = sdpa_case(b, n, spec, flush_bytes)
+        print(f"  {how}")
+        for name, factory, sub, per_sm in variants:
             places = per_sm * spec.sm_count // sub  # a one-wave plan counts blocks of (sequence, KV head)
             splits, chunk = nb12.cut(n, max(1, min(places // (b * HKV), max(n // 256, spec.sm_count // (b * HKV * sub)))))
             ex = kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), target, "tirx")
-            args = bench._launch_once(ex, dev, [q, kv, table, lengths, *decode.split_outputs(b, splits)], -1)
-            err = bench.relative_error(args[-1].numpy(), ref)
-            if not err < 2e-3:
-                print(f"    {name}: rel. error {err:.1e}, not timed")
-                continue
-            ours, theirs, ratio = baselines.interleaved(rounds(baselines.on_torch_stream(ex.mod["main"], dev, args)),
-                                                        sdpa, 9)
-            lo, hi = baselines.ratio_quartiles(ours, theirs)
+            args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
             print(f"    {name:20s} {registers(ex):>7s} regs, {splits:2d} splits of {chunk:5d}: "
-                  f"{statistics.median(ours) * 1e3:6.1f} us, SDPA {statistics.median(theirs) * 1e3:6.1f} us, "
-                  f"{ratio:.3f} [{lo:.3f}-{hi:.3f}], error {err:.0e}", flush=True)
+                  + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)
 
 
 if __name__ == "__main__":
