@@ -11,7 +11,7 @@ import difflib
 import numpy as np
 
 from helpers.attention import attention_case, attention_flops, qkv, sdpa
-from helpers.kernels import source_of
+from helpers.lessons import source_of
 
 SEQS = [512, 1024, 2048, 4096, 8192, 16384]  # the sweep's sequence lengths, 32k tokens per batch
 HEADS = 16

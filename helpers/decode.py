@@ -206,7 +206,7 @@ def code_diff(before, after, lines: int = 40) -> None:
     may be a function or a `T.macro`."""
     import difflib
 
-    from .kernels import source_of
+    from .lessons import source_of
 
     changed = [line[:118] for line in difflib.unified_diff(source_of(before).splitlines(),
                                                            source_of(after).splitlines(), n=0, lineterm="")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import inspect
 import math
 import numbers
 import re
@@ -196,17 +195,6 @@ def tir_listing(kernel, lines: int = 40) -> str:
     if not isinstance(mod, (tvm.IRModule, tvm.tirx.PrimFunc)):
         raise TypeError(f"expected a tvm.s_tir.Schedule, IRModule or PrimFunc, got {type(kernel).__name__}")
     return fit_listing(mod.script(indent_spaces=2), lines, comment="#")
-
-
-def source_of(fn) -> str:
-    """The Python source of a function or of a TIRx macro, as written (a macro's decorator returns a
-    wrapper that keeps the macro, with its source, in its closure): what a lesson's diff of two
-    steps compares."""
-    for cell in getattr(fn, "__closure__", None) or ():
-        source = getattr(getattr(cell.cell_contents, "source", None), "source", None)
-        if isinstance(source, str):
-            return source
-    return inspect.getsource(fn)
 
 
 def tir_diff(before, after, context: int = 1, lines: int = 40, indent: bool = True) -> str:

@@ -14,6 +14,7 @@ break another, and `tests/test_lessons.py` imports every lesson's exports on the
 import importlib
 import importlib.abc
 import importlib.util
+import inspect
 import json
 import sys
 import tempfile
@@ -72,3 +73,14 @@ def lesson(notebook: str) -> types.ModuleType:
     test or a study that walks the lessons by name."""
     exported_cells(notebook)  # refuse a name that is no notebook, by name
     return importlib.import_module(f"{__name__}.{notebook.split('_', 1)[1]}")
+
+
+def source_of(fn) -> str:
+    """The Python source of a function or of a TIRx macro, as written (a macro's decorator returns a
+    wrapper that keeps the macro, with its source, in its closure): what a lesson's diff of two
+    steps compares."""
+    for cell in getattr(fn, "__closure__", None) or ():
+        source = getattr(getattr(cell.cell_contents, "source", None), "source", None)
+        if isinstance(source, str):
+            return source
+    return inspect.getsource(fn)

@@ -11,7 +11,7 @@ import tempfile
 
 import numpy as np
 
-from . import autotune, bench, env, kernels, matmul, plots, records, tuned, tuning
+from . import autotune, bench, env, kernels, lessons, matmul, plots, records, tuned, tuning
 from .measurement import Measurement
 
 
@@ -219,7 +219,7 @@ def source_diff(before, after, lines: int = 40) -> str:
     import difflib
 
     def code(fn):  # without docstrings, comment lines and blank lines: the code that runs
-        text = re.sub(r'[ \t]*"""(.|\n)*?"""[ \t]*\n', "", kernels.source_of(fn))
+        text = re.sub(r'[ \t]*"""(.|\n)*?"""[ \t]*\n', "", lessons.source_of(fn))
         return [line for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
 
     diff = list(difflib.unified_diff(code(before), code(after), lineterm="", n=0))
