@@ -17,7 +17,7 @@ import numpy as np
 
 import helpers
 from decode_plans import against_copy, case, setup
-from lesson_code import module_from_source
+from lesson_code import edited, module_from_source
 from helpers import decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D
 
@@ -65,11 +65,7 @@ from helpers.lessons.decoding import LANES, LOG2E, NEG, ROWS, THREADS, VEC, init
 def last_merges_kernel():
     """`decode_paged_last_merges`, made from decode_paged_ahead's own source by EDITS and written to a
     module file (TVMScript reads a kernel's source)."""
-    src = inspect.getsource(decode_steps.decode_paged_ahead)
-    for old, new in EDITS.items():
-        if src.count(old) != 1:
-            raise ValueError(f"decode_paged_ahead holds {old!r} {src.count(old)} times: expected once")
-        src = src.replace(old, new)
+    src = edited(inspect.getsource(decode_steps.decode_paged_ahead), EDITS, "decode_paged_ahead")
     module = module_from_source("decode_last_merges", HEADER + "\n\n" + src)
     return module.decode_paged_last_merges
 

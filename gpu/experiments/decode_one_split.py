@@ -19,7 +19,7 @@ import numpy as np
 
 import helpers
 from decode_plans import setup
-from lesson_code import module_from_source
+from lesson_code import edited, module_from_source
 from helpers import baselines, bench, decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D
 
@@ -30,10 +30,8 @@ def keys_a_row(keys):
     """decode_paged_wave with `keys` keys a row a step: decode_steps' source with its KEYS changed, in a
     module of its own (a macro keeps the KEYS it was made with). At 8: twice the bytes in flight, and
     more registers a thread (2 blocks an SM, not 3)."""
-    src = inspect.getsource(decode_steps)
-    if src.count("\nKEYS = 4\n") != 1:
-        raise ValueError("decode_steps no longer sets KEYS = 4 once")
-    return module_from_source(f"decode_steps_keys{keys}", src.replace("\nKEYS = 4\n", f"\nKEYS = {keys}\n")).decode_paged_wave
+    src = edited(inspect.getsource(decode_steps), {"\nKEYS = 4\n": f"\nKEYS = {keys}\n"}, "decode_steps")
+    return module_from_source(f"decode_steps_keys{keys}", src).decode_paged_wave
 
 
 VARIANTS = [("two kernels (ahead)", decode_steps.decode_paged_ahead), ("wave: O written", decode_steps.decode_paged_wave)]

@@ -25,6 +25,13 @@ def plans(b, n, sms, cut):
     return found
 
 
+def one_wave(per_sm, cut, kv_heads=HKV):
+    """The one-wave rule of notebook 12's first `plan_one_wave` for `per_sm` blocks an SM and `kv_heads`
+    blocks per sequence and split: (b, n, sms) -> (splits, chunk), as many splits as fill the GPU once,
+    none under 256 keys unless that would leave SMs without a block."""
+    return lambda b, n, sms: cut(n, max(1, min(per_sm * sms // (b * kv_heads), max(n // 256, sms // (b * kv_heads)))))
+
+
 def setup():
     """This GPU, its target and spec, and the bytes a flush writes (twice L2)."""
     spec = helpers.local_gpu_spec()

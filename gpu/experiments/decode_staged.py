@@ -17,7 +17,7 @@ import sys
 from tvm.script import tirx as T
 
 import helpers
-from decode_plans import against_copy, case, setup
+from decode_plans import against_copy, case, one_wave, setup
 from helpers import decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D, check_heads
 from helpers.decode_steps import KEYS, scores_keys, update_keys
@@ -88,11 +88,6 @@ def decode_paged_staged(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16)
             write_partial(Op, LSE, acc, tot, mx, sm, sl, so, b, sp, h * heads, tid, heads, D)
         merge_splits(O, Op, LSE, B, HQ, D, splits)
     return main
-
-
-def one_wave(per_sm, cut):
-    """plan_one_wave's rule for `per_sm` blocks an SM."""
-    return lambda b, n, sms: cut(n, max(1, min(per_sm * sms // (b * HKV), max(n // 256, sms // (b * HKV)))))
 
 
 def variants(cut):

@@ -18,8 +18,8 @@ import subprocess
 
 import helpers
 from decode_one_split import against_sdpa, sdpa_case
-from decode_plans import setup
-from lesson_code import module_from_source
+from decode_plans import one_wave, setup
+from lesson_code import edited, module_from_source
 from helpers import decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D
 
@@ -34,15 +34,12 @@ from helpers.lessons.decoding import (LANES, LOG2E, ROWS, THREADS, VEC, init_sta
 
 def sub_group_kernel(sub: int):
     """decode_paged_wave with `sub` blocks per (sequence, KV head), each taking HQ / HKV / sub query heads."""
-    src = inspect.getsource(decode_steps.decode_paged_wave)
-    edits = {"def decode_paged_wave(": f"def decode_paged_sub{sub}(",
-             "heads, scale = check_heads(HQ, HKV, D), ": f"heads, scale = check_heads(HQ, HKV, D) // {sub}, ",
-             "b, h, sp = T.cta_id([B, HKV, splits])":
-                 f"b, hs, sp = T.cta_id([B, HKV * {sub}, splits])\n            h = T.meta_var(hs // {sub})"}
-    for old, new in edits.items():
-        if src.count(old) != 1:
-            raise ValueError(f"decode_paged_wave holds {old!r} {src.count(old)} times: expected once")
-        src = src.replace(old, new)
+    src = edited(inspect.getsource(decode_steps.decode_paged_wave), {
+        "def decode_paged_wave(": f"def decode_paged_sub{sub}(",
+        "heads, scale = check_heads(HQ, HKV, D), ": f"heads, scale = check_heads(HQ, HKV, D) // {sub}, ",
+        "b, h, sp = T.cta_id([B, HKV, splits])":
+            f"b, hs, sp = T.cta_id([B, HKV * {sub}, splits])\n            h = T.meta_var(hs // {sub})"},
+        "decode_paged_wave")
     if src.count("h * heads") != 3:
         raise ValueError("decode_paged_wave's query heads are no longer h * heads in three places")
     src = src.replace("h * heads", "hs * heads")  # the block's first query head; h stays the KV head
@@ -61,7 +58,7 @@ def registers(ex) -> str:
 
 
 def main():
-    nb12 = helpers.lessons.lesson("12_decoding")
+    cut = helpers.lessons.lesson("12_decoding").cut
     dev, target, spec, flush_bytes = setup()
     variants = [("group of 4 (wave)", decode_steps.decode_paged_wave, 1, 3), ("2 blocks of 2 heads", sub_group_kernel(2), 2, 4),
                 ("4 blocks of 1 head", sub_group_kernel(4), 4, 5)]
@@ -70,8 +67,7 @@ def main():
         q, kv, table, lengths, ref, rounds, sdpa, how = sdpa_case(b, n, spec, flush_bytes)
         print(f"  {how}")
         for name, factory, sub, per_sm in variants:
-            places = per_sm * spec.sm_count // sub  # a one-wave plan counts blocks of (sequence, KV head)
-            splits, chunk = nb12.cut(n, max(1, min(places // (b * HKV), max(n // 256, spec.sm_count // (b * HKV * sub)))))
+            splits, chunk = one_wave(per_sm, cut, HKV * sub)(b, n, spec.sm_count)  # blocks of (sequence, sub-group)
             ex = kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), target, "tirx")
             args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
             print(f"    {name:20s} {registers(ex):>7s} regs, {splits:2d} splits of {chunk:5d}: "

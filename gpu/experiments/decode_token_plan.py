@@ -1,11 +1,12 @@
 """On mixed batches, a one-wave plan that cuts every sequence by the longest one's chunk (notebook
-12's `plan_one_wave` until 548299f) is slow: the grid is (sequences, KV heads, splits of the longest), so short sequences leave many blocks
-empty and the long ones' blocks walk far. A plan that counts the keys the batch has picks the
-least chunk (whole pages) whose non-empty blocks, sum over b of ceil(n_b / chunk) x KV heads, fill
-one wave; the kernel is the same (a split past a sequence's end exits at once and writes L = -inf).
-On uniform batches the two plans are the same (checked below for the sweep's shapes). Notebook 12's
-`plan_one_wave` is now this plan (it takes the batch's lengths); "one wave, longest" below is it
-given the longest length for every sequence, the rule it had when this study ran (548299f).
+12's `plan_one_wave` until 548299f) is slow: the grid is (sequences, KV heads, splits of the
+longest), so short sequences leave many blocks empty and the long ones' blocks walk far. A plan
+that counts the keys the batch has picks the least chunk (whole pages) whose non-empty blocks, sum
+over b of ceil(n_b / chunk) x KV heads, fill one wave; the kernel is the same (a split past a
+sequence's end exits at once and writes L = -inf).
+On uniform batches the two plans are the same. The study ran at 548299f with the plan written
+here; notebook 12's `plan_one_wave` is now that plan (it takes the batch's lengths), so "one wave,
+tokens" calls it, and "one wave, longest" is it given the longest length for every sequence.
 
 Each plan of `decode_paged_wave` on each batch is checked against the float64 reference, then
 timed in 9 interleaved rounds against the copy of the same bytes, both flushed and held.
@@ -18,7 +19,7 @@ import numpy as np
 import helpers
 from decode_plans import against_copy, setup
 from helpers import baselines, decode, decode_steps, kernels
-from helpers.decode import HKV, HQ, D, PAGE
+from helpers.decode import HKV, HQ, D
 
 BATCHES = {"8 mixed 1-16k": [1, 16384, 8191, 4100, 12000, 8192, 17, 12803],
            "32 of 1-8k": [int(n) for n in np.random.default_rng(5).integers(1, 8192, 32)],
@@ -26,25 +27,11 @@ BATCHES = {"8 mixed 1-16k": [1, 16384, 8191, 4100, 12000, 8192, 17, 12803],
            "4 of 1-64k": [65536, 3000, 40000, 700]}
 
 
-def plan_by_tokens(lengths, sms, per_sm=3, kv_heads=HKV):
-    """(splits of the longest, chunk): the least chunk of whole pages whose non-empty blocks fit one
-    wave, none under 256 keys unless the blocks would not fill the SMs; one split where even that
-    is more than a wave."""
-    lengths = np.asarray(lengths, "int64")
-    chunks = np.arange(PAGE, -(-int(lengths.max()) // PAGE) * PAGE + 1, PAGE)
-    blocks = kv_heads * (-(-lengths[:, None] // chunks[None, :])).sum(axis=0)
-    fits = (blocks <= per_sm * sms) & ((chunks >= 256) | (blocks <= sms))
-    chunk = int(chunks[fits.argmax()]) if fits.any() else int(chunks[-1])
-    return -(-int(lengths.max()) // chunk), chunk
-
-
 def main():
     nb12 = helpers.lessons.lesson("12_decoding")
     dev, target, spec, flush = setup()
     sms = spec.sm_count
-    for b, n in decode.sweep_points():
-        assert plan_by_tokens([n] * b, sms) == nb12.plan_one_wave([n] * b, sms), (b, n)
-    print(f"{spec.name}; the token plan equals plan_one_wave at the sweep's shapes; medians of 9 rounds")
+    print(f"{spec.name}; medians of 9 rounds")
     import torch
 
     for name, lengths in BATCHES.items():
@@ -58,7 +45,7 @@ def main():
         print(f"  {name}: {int(sum(lengths))} keys, {nbytes / 2**20:.0f} MiB")
         for plan_name, (splits, chunk) in [("plan (4/SM, longest)", nb12.plan(b, longest, sms)),
                                            ("one wave, longest", nb12.plan_one_wave([longest] * b, sms)),
-                                           ("one wave, tokens", plan_by_tokens(lengths, sms))]:
+                                           ("one wave, tokens", nb12.plan_one_wave(lengths, sms))]:
             busy = HKV * sum(-(-int(n) // chunk) for n in lengths)
             ex = kernels.build(decode_steps.decode_paged_wave(b, HQ, HKV, D, len(kv), table.shape[1], splits, chunk),
                                target, "tirx")

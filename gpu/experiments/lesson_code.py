@@ -33,14 +33,20 @@ def template(name: str, edits: dict | None = None):
         raise LookupError(f"notebook 06 exports no template {name!r}")
     if not edits:
         return func
-    src = inspect.getsource(func)
-    for old, new in edits.items():
-        if src.count(old) != 1:
-            raise ValueError(f"{name} in notebook 06 holds {old!r} {src.count(old)} times: expected once")
-        src = src.replace(old, new)
+    src = edited(inspect.getsource(func), edits, f"{name} in notebook 06")
     namespace = dict(vars(module))
     exec(compile(src, f"<{name} with {len(edits)} edits>", "exec"), namespace)
     return namespace[name]
+
+
+def edited(source: str, edits: dict, what: str) -> str:
+    """`source` with each edit (old text: new text) made; each old text must occur exactly once, so that
+    a study's variant breaks loudly, naming `what`, when the lesson's code it edits has changed."""
+    for old, new in edits.items():
+        if source.count(old) != 1:
+            raise ValueError(f"{what} holds {old!r} {source.count(old)} times: expected once")
+        source = source.replace(old, new)
+    return source
 
 
 def module_from_source(name: str, source: str) -> types.ModuleType:
