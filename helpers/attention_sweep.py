@@ -138,25 +138,29 @@ def default_backend(batch, heads, seq, dim) -> str:
         return "unknown"
 
 
-def walk_item(order):
-    """The persistent kernel's `work_item` from a causal walk `order(w, row_blocks) -> (head, row
-    block)`: the item's tiles of K and V run to the diagonal, row block + 1."""
+def walk_item(order, group):
+    """The persistent kernel's `work_item` from a causal walk `order(w, row_blocks, group) -> (head,
+    row block)`: the item's tiles of K and V run to the diagonal, row block + 1."""
     def work_item(w, row_blocks, seq, causal):
-        head, row_block = order(w, row_blocks)
+        head, row_block = order(w, row_blocks, group)
         return head, row_block, row_block + 1
     return work_item
 
 
-def check_walk(order, heads: int = 3, row_blocks: int = 8) -> str:
-    """Notebook 11's exercise: whether `order` walks the causal items of `heads` heads of `row_blocks`
-    row blocks each once, head by head, the longest (last) row block of each head first. A hint if not."""
-    items = [order(w, row_blocks) for w in range(heads * row_blocks)]
+def check_walk(order, reference, heads: int = 6, row_blocks: int = 4, group: int = 3) -> str:
+    """Notebook 11's exercise: whether `order(w, row_blocks, group)` walks the causal items of `heads`
+    heads as `reference(heads, row_blocks, group)` (NumPy: the heads and the row blocks in turn) does.
+    A hint where not."""
+    items = [order(w, row_blocks, group) for w in range(heads * row_blocks)]
     if any(x is Ellipsis for item in items for x in item):
         return "Exercise: not attempted yet (fill in head and row_block)"
+    items = [(int(h), int(b)) for h, b in items]
+    if items == list(zip(*(a.tolist() for a in reference(heads, row_blocks, group)))):
+        return f"correct: {heads * row_blocks} items, in groups of {group} heads, the longest row blocks first"
     if sorted(items) != [(h, b) for h in range(heads) for b in range(row_blocks)]:
         return "every (head, row block) must come exactly once: some come twice or not at all"
-    if [h for h, _ in items] != sorted(h for h, _ in items):
-        return "take the items head by head: all of head 0, then head 1, ..."
-    if any(items[i][1] < items[i + 1][1] for i in range(len(items) - 1) if items[i][0] == items[i + 1][0]):
-        return "within a head, the longest item first: row block b has b + 1 tiles"
-    return f"correct: {heads * row_blocks} items, head by head, each head's longest first"
+    if [h // group for h, _ in items] != sorted(h // group for h, _ in items):
+        return f"take the heads group by group: all items of heads 0-{group - 1}, then of heads {group}-{2 * group - 1}, ..."
+    if [b for _, b in items[:group]] != [row_blocks - 1] * group:
+        return "in a group, every head's longest row block first (row block b has b + 1 tiles), then the next"
+    return "in a group, the heads of one row block in order: head g·group, g·group + 1, ..."

@@ -18,7 +18,7 @@ from helpers.lessons.flash_attention import (LOG2E, init_rows, mask_above_diagon
 from helpers.lessons.flash_attention_hopper import (BC_H, BR_H, STAGES, SWIZZLE_128B, first_tile, gemm_o, gemm_s,
                                                     overlapped_tile, pack_p, release, tma_options, tma_tile)
 
-__all__ = ["persistent_flash_attention", "work_item", "Q_EMPTY", "SWIZZLE_128B"]
+__all__ = ["persistent_flash_attention", "work_item", "in_groups", "Q_EMPTY", "SWIZZLE_128B"]
 
 # the mbarriers, in one array: section 3's, and Q_EMPTY, on which the producer waits for both consumers
 Q_FULL, K_FULL, V_FULL = 0, 1, 1 + STAGES
@@ -85,6 +85,21 @@ def work_item(w, row_blocks, seq, causal):
     # item w: (head, row block, tiles of K and V); causal: longest rows first, tiles up to the diagonal
     bx = row_blocks - 1 - w % row_blocks if causal else w % row_blocks
     return w // row_blocks, bx, bx + 1 if causal else seq // BC_H
+
+
+def in_groups(heads, group):
+    """A causal `work_item` for a persistent grid: heads in groups of `group`, and in each group every
+    head's longest row block, then every head's next, ... Block b takes items b, b + blocks, ...: in
+    this order each turn hands out items of nearly one length, where head by head block 0 draws the
+    longest of every turn, and a group's K and V are read from L2 while its items run."""
+    if heads % group:
+        raise ValueError(f"{heads} heads are not a whole number of groups of {group}: pick a group that divides them")
+
+    def work_item(w, row_blocks, seq, causal):
+        per_group = group * row_blocks  # items of one group
+        bx = row_blocks - 1 - w % per_group // group
+        return w // per_group * group + w % group, bx, bx + 1
+    return work_item
 
 
 def persistent_flash_attention(BH, N, D, causal=False, blocks=None, work_item=work_item):

@@ -93,24 +93,31 @@ def draw_flash_mbarrier_phases():
 
 def draw_flash_persistent_walk():
     """A persistent grid over causal work items: 2 heads of 8 row blocks (b + 1 tiles each) walked by
-    4 blocks; item w goes to block w % 4 at turn w // 4, head by head, the longest row block first."""
+    4 blocks, item w going to block w % 4 at turn w // 4. Above, head by head, the longest row block
+    first: block 0 walks 24 tiles, block 3 12. Below, in a group of 2 heads, every head's longest row
+    block first: each turn hands out items of nearly one length, 20 tiles at most."""
     heads, row_blocks, blocks = 2, 8, 4
     colors = [BLUE, ORANGE, GREEN, PURPLE]
-    fig, ax = plt.subplots(figsize=(10, 3.6))
-    for w in range(heads * row_blocks):
-        head, rb = w // row_blocks, row_blocks - 1 - w % row_blocks
-        x, y = w * 1.0, 0
-        h = (rb + 1) * 0.3
-        ax.add_patch(Rectangle((x, y), 0.9, h, facecolor=colors[w % blocks], alpha=0.7, edgecolor="black"))
-        ax.text(x + 0.45, h + 0.1, f"w={w}", ha="center", va="bottom", fontsize=9)
-        ax.text(x + 0.45, -0.15, f"h{head} r{rb}", ha="center", va="top", fontsize=9)
+    orders = [("head by head", lambda w: (w // row_blocks, row_blocks - 1 - w % row_blocks)),
+              ("in a group of 2 heads", lambda w: (w % heads, row_blocks - 1 - w // heads))]
+    fig, ax = plt.subplots(figsize=(10, 6.4))
+    for panel, (name, order) in enumerate(orders):
+        y0, tiles = 4.6 - panel * 4.3, [0] * blocks
+        for w in range(heads * row_blocks):
+            head, rb = order(w)
+            tiles[w % blocks] += rb + 1
+            ax.add_patch(Rectangle((w, y0), 0.9, (rb + 1) * 0.3, facecolor=colors[w % blocks], alpha=0.7,
+                                   edgecolor="black"))
+            ax.text(w + 0.45, y0 - 0.15, f"h{head} r{rb}", ha="center", va="top", fontsize=9)
+        ax.text(-0.3, y0 + 3.0, f"{name}: tiles walked by blocks 0-3: " + ", ".join(map(str, tiles)),
+                ha="left", va="center", fontsize=10)
     for b in range(blocks):
-        ax.add_patch(Rectangle((0.2 + b * 3.6, 3.5), 0.3, 0.3, facecolor=colors[b], alpha=0.7))
-        ax.text(0.6 + b * 3.6, 3.65, f"block {b}: items {b}, {b + blocks}, {b + 2 * blocks}, ...", va="center",
+        ax.add_patch(Rectangle((-0.3 + b * 4.15, 8.3), 0.3, 0.3, facecolor=colors[b], alpha=0.7))
+        ax.text(0.1 + b * 4.15, 8.45, f"block {b}: items {b}, {b + blocks}, {b + 2 * blocks}, ...", va="center",
                 fontsize=9)
-    ax.text(8, -0.75, "bar height: tiles of K and V (row block + 1); head by head, the longest first",
+    ax.text(8, -0.2, "bar height: tiles of K and V (row block + 1); item w, left to right, goes to block w % 4",
             ha="center", va="top", fontsize=9)
-    ax.set_xlim(-0.3, 16.2)
-    ax.set_ylim(-1.2, 4.0)
+    ax.set_xlim(-0.4, 16.2)
+    ax.set_ylim(-0.7, 8.8)
     ax.axis("off")
     return fig
