@@ -7,12 +7,13 @@ with `persistent_flash_attention`'s own `work_item` hook (the kernel code is the
 - "longest first, a block each": every head's longest row block, then every head's next, ...: the
   hardware hands blocks out in order as SMs free up, so this is longest-processing-time-first;
 - "per head, persistent" and "longest first, persistent": the same orders walked by one block per SM;
-- "by G heads, persistent": heads in groups of G (their K and V together in L2), longest first in each.
+- "by G heads, persistent": heads in groups of G (their K and V together in L2), longest first in each
+  (the lesson's `in_groups`); with `items`, G heads of a group hold 64-512 items in all.
 
 Each is checked against the float64 reference and timed in rounds alternating with cuDNN (torch's
 SDPA, CUDNN_ATTENTION), as the notebook's sweep times them. 32k tokens a batch, 16 heads, fp16.
 
-    python gpu/experiments/causal_order.py [groups | all]
+    python gpu/experiments/causal_order.py [groups | all | items]
 """
 
 import helpers
@@ -22,6 +23,7 @@ from helpers.attention_sweep import HEADS
 
 SEQS = [512, 1024, 2048]  # `all`: SEQS of the notebook's sweep, 512 to 16k
 ORDERS = None  # `groups` on the command line: the notebook's order and the grouped ones only
+ITEMS = None  # `items`: groups of 64, 128, 256 and 512 items, whatever their heads
 ON_HOPPER = dict(arch="sm_90a", tir_pipeline="tirx")
 
 
@@ -30,17 +32,6 @@ def longest_first(bh):
     def work_item(w, row_blocks, seq, causal):
         bx = row_blocks - 1 - w // bh
         return w % bh, bx, bx + 1
-    return work_item
-
-
-def longest_first_in_groups(bh, group):
-    """work_item: heads in groups of `group` (their K and V together in L2), and in each group every
-    head's longest row block first, then every head's next, ..."""
-    def work_item(w, row_blocks, seq, causal):
-        per_group = group * row_blocks
-        g, r = w // per_group, w % per_group
-        bx = row_blocks - 1 - r // group
-        return g * group + r % group, bx, bx + 1
     return work_item
 
 
@@ -59,9 +50,13 @@ def main():
                       ("longest first, a block each", None, longest_first(bh)),
                       ("per head, persistent", sms, walk.work_item),
                       ("longest first, persistent", sms, longest_first(bh)),
-                      ("by 8 heads, persistent", sms, longest_first_in_groups(bh, 8)),
-                      ("by 32 heads, persistent", sms, longest_first_in_groups(bh, 32)),
-                      ("by 16 heads, persistent", sms, longest_first_in_groups(bh, 16))]
+                      ("by 8 heads, persistent", sms, walk.in_groups(bh, 8)),
+                      ("by 32 heads, persistent", sms, walk.in_groups(bh, 32)),
+                      ("by 16 heads, persistent", sms, walk.in_groups(bh, 16))]
+            if ITEMS:  # groups of a given number of items (row blocks of all the group's heads) instead
+                groups = [(items, items * 128 // n) for items in ITEMS if items * 128 // n in range(1, bh + 1)]
+                orders = orders[:1] + [(f"by {g} heads ({items} items), persistent", sms, walk.in_groups(bh, g))
+                                       for items, g in groups]
             for label, blocks, order in [o for i, o in enumerate(orders) if ORDERS is None or i in ORDERS]:
                 m = nb.measure(f"{label} {name}", walk.persistent_flash_attention(bh, n, d, True, blocks, order),
                                **ON_HOPPER, **attention_case(*shape, True, inputs=[q, k, v]), baseline=base, quiet=True)
@@ -78,4 +73,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["all"]:  # every length of the notebook's sweep, the notebook's order and G = 8, 16, 32
         from helpers.attention_sweep import SEQS
         ORDERS = [0, 4, 6, 5]
+    if sys.argv[1:2] == ["items"]:  # is a group of about one wave of items (128 of 132 blocks) what slows d=128?
+        SEQS, ITEMS = [512, 1024, 2048, 4096], [64, 128, 256, 512]
     main()
