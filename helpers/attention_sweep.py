@@ -51,14 +51,16 @@ def sweep_shapes(nb, make, on_hopper: dict) -> dict:
 
 
 def sweep_table(sweep: dict) -> list[tuple]:
-    """Rows of TFLOP/s (and the median ratio to cuDNN over interleaved rounds) per length and case."""
+    """Rows of TFLOP/s (and the median ratio to cuDNN over interleaved rounds, with its quartiles) per
+    length and case."""
     rows = [("sequence", *[f"d={d}{' causal' if c else ''}" for d in (64, 128) for c in (False, True)])]
     for i, n in enumerate(SEQS):
         cells = []
         for d in (64, 128):
             for mask in ("", " causal"):
                 m = sweep[f"wgmma, d={d}{mask}"][i]
-                cells.append(f"{m.tflops:.0f} ({m.ratio:.2f}x)" if m.ok and m.ratio else "-")
+                lo, hi = m.ratio_quartiles or (m.ratio, m.ratio)  # records from before quartiles were kept
+                cells.append(f"{m.tflops:.0f} ({m.ratio:.2f}x [{lo:.2f}-{hi:.2f}])" if m.ok and m.ratio else "-")
         rows.append((n, *cells))
     return rows
 
