@@ -9,7 +9,10 @@ This times each pairing as `Session.measure` does (a round of ours: TVM's time_e
 a round of cuDNN: `baselines.event_rounds`, 10 ms), once back to back and once with the GPU left
 idle for 0.3 s before every round, and reads the SM clock and the power (NVML) as each round ends.
 
-    python gpu/experiments/round_bias.py
+    python gpu/experiments/round_bias.py [sweep]
+
+`sweep`: every causal shape of notebook 11's sweep where its rule runs the groups (head dim 128 to
+4k tokens, 64 to 8k), with the group the rule picks.
 """
 
 import ctypes
@@ -26,6 +29,7 @@ from helpers.attention import qkv, sdpa
 from helpers.bench import time_function
 
 ON_HOPPER = dict(arch="sm_90a", tir_pipeline="tirx")
+SHAPES = [(8, 4096, 128, 16), (32, 1024, 128, 8)]  # batch, sequence, head dim, group
 nvml = ctypes.CDLL("libnvidia-ml.so.1")
 nvml.nvmlInit_v2()
 handle = ctypes.c_void_p()
@@ -54,8 +58,8 @@ def main():
     nb = helpers.start("11_flash_attention_hopper")
     sms, dev = nb.spec.sm_count, tvm.cuda(0)
     print(f"{nb.spec.name}: each pairing, 15 rounds; ms are medians of rounds, clock (MHz) and power (W) at a round's end")
-    for b, n, group in ((8, 4096, 16), (32, 1024, 8)):
-        bh, d = b * 16, 128
+    for b, n, d, group in SHAPES:
+        bh = b * 16
         q, k, v = qkv(b, 16, n, d, True)
         tq, tk, tv = (torch.from_numpy(x).cuda() for x in (q, k, v))
         cudnn = sdpa("CUDNN_ATTENTION", b, 16, True)
@@ -82,4 +86,9 @@ def main():
 
 
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["sweep"]:
+        SHAPES = [(32768 // n, n, d, 8 if n == 1024 else 16) for d, top in ((64, 8192), (128, 4096))
+                  for n in (512, 1024, 2048, 4096, 8192) if n <= top]
     main()
