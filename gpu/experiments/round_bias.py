@@ -9,10 +9,11 @@ This times each pairing as `Session.measure` does (a round of ours: TVM's time_e
 a round of cuDNN: `baselines.event_rounds`, 10 ms), once back to back and once with the GPU left
 idle for 0.3 s before every round, and reads the SM clock and the power (NVML) as each round ends.
 
-    python gpu/experiments/round_bias.py [sweep]
+    python gpu/experiments/round_bias.py [sweep | full]
 
 `sweep`: every causal shape of notebook 11's sweep where its rule runs the groups (head dim 128 to
-4k tokens, 64 to 8k), with the group the rule picks.
+4k tokens, 64 to 8k), with the group the rule picks. `full`: the persistent kernel without the
+mask at head dim 128, 2k-16k tokens.
 """
 
 import ctypes
@@ -29,7 +30,7 @@ from helpers.attention import qkv, sdpa
 from helpers.bench import time_function
 
 ON_HOPPER = dict(arch="sm_90a", tir_pipeline="tirx")
-SHAPES = [(8, 4096, 128, 16), (32, 1024, 128, 8)]  # batch, sequence, head dim, group
+SHAPES = [(8, 4096, 128, 16), (32, 1024, 128, 8)]  # batch, sequence, head dim, group (None: no mask)
 nvml = ctypes.CDLL("libnvidia-ml.so.1")
 nvml.nvmlInit_v2()
 handle = ctypes.c_void_p()
@@ -59,14 +60,15 @@ def main():
     sms, dev = nb.spec.sm_count, tvm.cuda(0)
     print(f"{nb.spec.name}: each pairing, 15 rounds; ms are medians of rounds, clock (MHz) and power (W) at a round's end")
     for b, n, d, group in SHAPES:
-        bh = b * 16
+        bh, causal = b * 16, group is not None
         q, k, v = qkv(b, 16, n, d, True)
         tq, tk, tv = (torch.from_numpy(x).cuda() for x in (q, k, v))
-        cudnn = sdpa("CUDNN_ATTENTION", b, 16, True)
+        cudnn = sdpa("CUDNN_ATTENTION", b, 16, causal)
         base = baselines.event_rounds(lambda: cudnn(torch, tq, tk, tv), torch.cuda.Event, torch.cuda.synchronize)
-        for label, kernel in (("a block per item", walk.persistent_flash_attention(bh, n, d, True, None)),
-                              (f"in groups of {group}", walk.persistent_flash_attention(bh, n, d, True, sms,
-                                                                                      walk.in_groups(bh, group)))):
+        kernels = [("persistent", walk.persistent_flash_attention(bh, n, d, False, sms))] if not causal else [
+            ("a block per item", walk.persistent_flash_attention(bh, n, d, True, None)),
+            (f"in groups of {group}", walk.persistent_flash_attention(bh, n, d, True, sms, walk.in_groups(bh, group)))]
+        for label, kernel in kernels:
             ex = nb.build(kernel, **ON_HOPPER)
             args = [tvm.runtime.tensor(x, dev) for x in (q, k, v, np.zeros_like(q))]
             time_function(ex.mod, dev, args, repeat=1)  # warm up
@@ -80,7 +82,7 @@ def main():
                 q1, med, q3 = np.percentile(ratios, [25, 50, 75])
                 kc, kp = (statistics.mean(r[2][i] for r in found) for i in (0, 1))
                 bc, bp = (statistics.mean(r[3][i] for r in found) for i in (0, 1))
-                print(f"  {b}x16x{n}x{d} causal, {label:18s} rest {rest:.1f} s: ours {statistics.median(r[0] for r in found):.4f} ms"
+                print(f"  {b}x16x{n}x{d}{' causal' if causal else ''}, {label:18s} rest {rest:.1f} s: ours {statistics.median(r[0] for r in found):.4f} ms"
                       f" ({kc:.0f} MHz, {kp:.0f} W), cuDNN {statistics.median(r[1] for r in found):.4f} ms ({bc:.0f} MHz,"
                       f" {bp:.0f} W), ratio {med:.3f} [{q1:.3f}-{q3:.3f}]", flush=True)
 
@@ -91,4 +93,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["sweep"]:
         SHAPES = [(32768 // n, n, d, 8 if n == 1024 else 16) for d, top in ((64, 8192), (128, 4096))
                   for n in (512, 1024, 2048, 4096, 8192) if n <= top]
+    if sys.argv[1:2] == ["full"]:  # no mask: where 11 says the kernel is ahead (head dim 128, 4k-16k) and just behind
+        SHAPES = [(32768 // n, n, 128, None) for n in (2048, 4096, 8192, 16384)]
     main()
