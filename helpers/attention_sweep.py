@@ -59,8 +59,7 @@ def sweep_table(sweep: dict) -> list[tuple]:
         for d in (64, 128):
             for mask in ("", " causal"):
                 m = sweep[f"wgmma, d={d}{mask}"][i]
-                lo, hi = m.ratio_quartiles or (m.ratio, m.ratio)  # records from before quartiles were kept
-                cells.append(f"{m.tflops:.0f} ({m.ratio:.2f}x [{lo:.2f}-{hi:.2f}])" if m.ok and m.ratio else "-")
+                cells.append(f"{m.tflops:.0f} ({m.ratio_text('x')})" if m.ok and m.ratio else "-")
         rows.append((n, *cells))
     return rows
 

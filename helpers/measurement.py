@@ -75,6 +75,12 @@ class Measurement:
             raise ValueError(f"dtype {self.dtype!r} is not an element type NumPy knows: the course's are "
                              f"{', '.join(kernels.MATMUL_DTYPES)}")
 
+    def ratio_text(self, unit: str = "") -> str:
+        """The median of the per-round ratios and, where the record keeps them, their quartiles:
+        "1.03x [1.02-1.04]" with unit "x". A record from before quartiles were kept shows none."""
+        q = self.ratio_quartiles
+        return f"{self.ratio:.2f}{unit}" + (f" [{q[0]:.2f}-{q[1]:.2f}]" if q else "")
+
     @property
     def tflops(self) -> float | None:
         return self.flops / (self.ms * 1e-3) / 1e12 if self.flops and self.ms else None

@@ -151,8 +151,7 @@ def sweep_table(found, copy, row_lengths=ROW_LENGTHS) -> str:
         return f"{m.gbps / copy.gbps:.0%} of copy" if m.ok and copy.ok else "-"
 
     def ratio(m):  # the median of the per-round ratios [their quartiles]
-        q = m.ratio_quartiles
-        return f"{m.ratio:.2f}" + (f" [{q[0]:.2f}-{q[1]:.2f}]" if q else "") if m.ratio else "-"
+        return m.ratio_text() if m.ratio else "-"
 
     rows = [("row length", "softmax", "x torch", "layer norm", "x torch")]
     for n, s, ln in zip(row_lengths, found["softmax"], found["layer norm"]):

@@ -4,8 +4,9 @@ differ in length, the order they are handed out decides how evenly the SMs finis
 with `persistent_flash_attention`'s own `work_item` hook (the kernel code is the lesson's):
 
 - "per head, a block each": the notebook's (head by head, in each the longest row block first);
-- "longest first, a block each": every head's longest row block, then every head's next, ...: the
-  hardware hands blocks out in order as SMs free up, so this is longest-processing-time-first;
+- "longest first, a block each": every head's longest row block, then every head's next, ... (one
+  group of all the heads, `in_groups(bh, bh)`): the hardware hands blocks out in order as SMs free
+  up, so this is longest-processing-time-first;
 - "per head, persistent" and "longest first, persistent": the same orders walked by one block per SM;
 - "by G heads, persistent": heads in groups of G (their K and V together in L2), longest first in each
   (the lesson's `in_groups`); with `items`, G heads of a group hold 64-512 items in all.
@@ -27,14 +28,6 @@ ITEMS = None  # `items`: groups of 64, 128, 256 and 512 items, whatever their he
 ON_HOPPER = dict(arch="sm_90a", tir_pipeline="tirx")
 
 
-def longest_first(bh):
-    """work_item for the causal kernel: item w is head w % bh's row block (last first) w // bh."""
-    def work_item(w, row_blocks, seq, causal):
-        bx = row_blocks - 1 - w // bh
-        return w % bh, bx, bx + 1
-    return work_item
-
-
 def main():
     nb = helpers.start("11_flash_attention_hopper")
     sms = nb.spec.sm_count
@@ -47,9 +40,9 @@ def main():
             base = nb.torch_op(f"cuDNN {name}", sdpa("CUDNN_ATTENTION", *shape[:2], True), [q, k, v],
                                flops=attention_flops(*shape, True), quiet=True)
             orders = [("per head, a block each", None, walk.work_item),
-                      ("longest first, a block each", None, longest_first(bh)),
+                      ("longest first, a block each", None, walk.in_groups(bh, bh)),
                       ("per head, persistent", sms, walk.work_item),
-                      ("longest first, persistent", sms, longest_first(bh)),
+                      ("longest first, persistent", sms, walk.in_groups(bh, bh)),
                       ("by 8 heads, persistent", sms, walk.in_groups(bh, 8)),
                       ("by 32 heads, persistent", sms, walk.in_groups(bh, 32)),
                       ("by 16 heads, persistent", sms, walk.in_groups(bh, 16))]
