@@ -11,10 +11,8 @@ way (k = 0: the lesson's softmax), through the kernel's own hook: the tile macro
 Each variant is checked against the float64 reference and timed in rounds alternating with cuDNN
 (torch's SDPA, CUDNN_ATTENTION), as 11's sweep times them: 32k tokens a batch, 16 heads, fp16.
 
-    python gpu/experiments/exp_poly.py [k ...]
+    python gpu/experiments/exp_poly.py
 """
-
-import sys
 
 import numpy as np
 from tvm.script import tirx as T
@@ -26,7 +24,9 @@ from helpers.attention_sweep import HEADS
 
 ON_HOPPER = dict(arch="sm_90a", tir_pipeline="tirx")
 SHAPES = [(64, 4096), (64, 16384), (64, 1024), (128, 16384)]  # (head dim, tokens), not causal
-SHARES = [0, 1, 2, 4]  # of every 8 column pairs, how many by the polynomial
+VARIANTS = {"lesson": {}, "1/8 polynomial": dict(share=1), "ftz": dict(share=0, ftz=True),
+            "ftz, 1/8 polynomial": dict(share=1, ftz=True), "ftz, raw max": dict(share=0, ftz=True, raw_max=True),
+            "ftz, raw max, 1/8 polynomial": dict(share=1, ftz=True, raw_max=True)}
 
 # 2^f on [-1/2, 1/2]: degree 3, least squares on Chebyshev nodes (relative error 1.0e-4; fp16 P keeps 4.9e-4)
 _f = np.cos(np.pi * (np.arange(2000) + 0.5) / 2000) / 2
@@ -47,14 +47,23 @@ def exp2_poly(x):
     return T.call_pure_extern("float32", "__int_as_float", bits)
 
 
-def softmax_with(share):
+def softmax_with(share, ftz=False, raw_max=False):
+  """The lesson's online softmax with `share` of every 8 column pairs' exponentials by exp2_poly; ftz:
+  the others by ex2.approx.ftz (exp2f's ex2.approx.f32 costs an FSETP and two predicated FMULs an
+  element around MUFU.EX2, for results below 2^-126); raw_max: the maximum of the raw scores, scaled
+  once (scale > 0), instead of each pair's maximum scaled."""
   @T.macro
   def online_softmax(s, m, l, mx, alpha, cols, scale):
-    # the lesson's online softmax, with `share` of every 8 column pairs' exponentials by exp2_poly
     for h in T.unroll(2):
         mx[h] = m[h]
-        for i in T.unroll(cols // 8):
-            mx[h] = T.max(mx[h], T.max(s[i * 4 + h * 2], s[i * 4 + h * 2 + 1]) * T.float32(scale))
+        if raw_max:
+            mx[h] = s[h * 2]
+            for i in T.unroll(cols // 8):
+                mx[h] = T.max(mx[h], T.max(s[i * 4 + h * 2], s[i * 4 + h * 2 + 1]))
+            mx[h] = T.max(m[h], mx[h] * T.float32(scale))
+        else:
+            for i in T.unroll(cols // 8):
+                mx[h] = T.max(mx[h], T.max(s[i * 4 + h * 2], s[i * 4 + h * 2 + 1]) * T.float32(scale))
         mx[h] = T.cuda.warp_max(mx[h], 4)
         alpha[h] = T.exp2(m[h] - mx[h])
         m[h] = mx[h]
@@ -63,15 +72,17 @@ def softmax_with(share):
             for e in T.unroll(2):
                 if i % 8 < share:
                     s[i * 4 + h * 2 + e] = exp2_poly(s[i * 4 + h * 2 + e] * T.float32(scale) - mx[h])
+                elif ftz:
+                    T.ptx.ex2.approx.ftz.f32(s[i * 4 + h * 2 + e], s[i * 4 + h * 2 + e] * T.float32(scale) - mx[h])
                 else:
                     s[i * 4 + h * 2 + e] = T.exp2(s[i * 4 + h * 2 + e] * T.float32(scale) - mx[h])
                 l[h] = l[h] + s[i * 4 + h * 2 + e]
   return online_softmax
 
 
-def kernel(bh, n, d, share):
+def kernel(bh, n, d, variant):
     lesson = walk.online_softmax
-    walk.online_softmax = softmax_with(share) if share else lesson
+    walk.online_softmax = softmax_with(**variant) if variant else lesson
     try:
         return walk.persistent_flash_attention(bh, n, d, False, helpers.local_gpu_spec().sm_count)
     finally:
@@ -89,14 +100,13 @@ def main():
         q, k, v = qkv(*shape, True)
         base = nb.torch_op(f"cuDNN {name}", sdpa("CUDNN_ATTENTION", *shape[:2], False), [q, k, v],
                            flops=attention_flops(*shape, False), quiet=True)
-        for share in SHARES:
-            m = nb.measure(f"{share}/8 by polynomial {name}", kernel(shape[0] * HEADS, n, d, share), **ON_HOPPER,
+        for label, variant in VARIANTS.items():
+            m = nb.measure(f"{label} {name}", kernel(shape[0] * HEADS, n, d, variant), **ON_HOPPER,
                            **attention_case(*shape, False, inputs=[q, k, v]), baseline=base, quiet=True)
             lo, hi = m.ratio_quartiles or (0, 0)
-            print(f"  d={d:3d} {n:5d} {share}/8 by polynomial {m.tflops:6.1f} TFLOP/s, {m.ratio:.3f} [{lo:.3f}-{hi:.3f}],"
+            print(f"  d={d:3d} {n:5d} {label:30s} {m.tflops:6.1f} TFLOP/s, {m.ratio:.3f} [{lo:.3f}-{hi:.3f}],"
                   f" error {m.rel_err:.0e}", flush=True)
 
 
 if __name__ == "__main__":
-    SHARES = [int(a) for a in sys.argv[1:]] or SHARES
     main()
