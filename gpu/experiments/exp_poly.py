@@ -11,7 +11,7 @@ way (k = 0: the lesson's softmax), through the kernel's own hook: the tile macro
 Each variant is checked against the float64 reference and timed in rounds alternating with cuDNN
 (torch's SDPA, CUDNN_ATTENTION), as 11's sweep times them: 32k tokens a batch, 16 heads, fp16.
 
-    python gpu/experiments/exp_poly.py
+    python gpu/experiments/exp_poly.py [sweep]
 """
 
 import numpy as np
@@ -80,13 +80,48 @@ def softmax_with(share, ftz=False, raw_max=False):
   return online_softmax
 
 
-def kernel(bh, n, d, variant):
+def kernel(bh, n, d, variant, causal=False):
     lesson = walk.online_softmax
     walk.online_softmax = softmax_with(**variant) if variant else lesson
     try:
-        return walk.persistent_flash_attention(bh, n, d, False, helpers.local_gpu_spec().sm_count)
+        return best_kernel(bh, n, d, causal)
     finally:
         walk.online_softmax = lesson
+
+
+def best_kernel(bh, n, d, causal, group=16):
+    """11's sweep's choice (its `best_kernel`): causal in groups of 16 heads (8 where a group's items
+    would be one wave) to 4k tokens at d = 64 and 1k at 128, else a block per item; not causal, persistent."""
+    spec = helpers.local_gpu_spec()
+    sms, l2 = spec.sm_count, spec.l2_bytes
+    group = group // 2 if abs(group * n // walk.BR_H - sms) < sms // 16 else group
+    if causal and n <= {64: 4096, 128: 1024}.get(d, 0) and bh % group == 0 and group * 4 * n * d <= l2:
+        return walk.persistent_flash_attention(bh, n, d, True, sms, walk.in_groups(bh, group))
+    return walk.persistent_flash_attention(bh, n, d, causal, None if causal else sms)
+
+
+def sweep():
+    """11's sweep, each shape with the lesson's softmax and the best variant for its head dim."""
+    from helpers.attention_sweep import SEQS
+    nb = helpers.start("11_flash_attention_hopper")
+    best = {64: "ftz, raw max, 1/8 polynomial", 128: "ftz, raw max"}
+    print(f"{nb.spec.name}: 11's sweep, TFLOP/s and cuDNN's time over ours (median [quartiles] of rounds)")
+    for d in (64, 128):
+        for causal in (False, True):
+            for n in SEQS:
+                shape = (32768 // n, HEADS, n, d)
+                name = "x".join(map(str, shape)) + (" causal" if causal else "")
+                q, k, v = qkv(*shape, True)
+                base = nb.torch_op(f"cuDNN {name}", sdpa("CUDNN_ATTENTION", *shape[:2], causal), [q, k, v],
+                                   flops=attention_flops(*shape, causal), quiet=True)
+                line = f"  d={d:3d} {n:5d} {'causal' if causal else '      '}"
+                for label in ("lesson", best[d]):
+                    m = nb.measure(f"{label} {name}", kernel(shape[0] * HEADS, n, d, VARIANTS[label], causal),
+                                   **ON_HOPPER, **attention_case(*shape, causal, inputs=[q, k, v]), baseline=base,
+                                   quiet=True)
+                    lo, hi = m.ratio_quartiles or (0, 0)
+                    line += f" | {label}: {m.tflops:5.1f} TFLOP/s {m.ratio:.3f} [{lo:.3f}-{hi:.3f}] err {m.rel_err:.0e}"
+                print(line, flush=True)
 
 
 def main():
@@ -109,4 +144,6 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    sweep() if sys.argv[1:2] == ["sweep"] else main()
