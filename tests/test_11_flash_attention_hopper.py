@@ -13,6 +13,7 @@ import pytest
 
 import helpers
 from helpers import attention_sweep, flash_hopper_persistent as walk, flash_hopper_steps as steps
+from helpers.flash_hopper_softmax import P, ROUND, hopper_softmax, with_softmax
 from test_exercises import run_exercise, solution
 
 NB = "11_flash_attention_hopper"
@@ -48,7 +49,8 @@ def steps_of(nb11):
             "ping-pong": lambda *a: hopper(*a, nb11.consume_overlapped),
             "persistent": lambda *a: walk.persistent_flash_attention(*a, 132),
             "a block per item": lambda *a: walk.persistent_flash_attention(*a, None),
-            "in groups": lambda bh, *a: walk.persistent_flash_attention(bh, *a, 132, walk.in_groups(bh, 4))}
+            "in groups": lambda bh, *a: walk.persistent_flash_attention(bh, *a, 132, walk.in_groups(bh, 4)),
+            "Hopper softmax": lambda *a: with_softmax(hopper_softmax(1), walk.persistent_flash_attention, *a, 132)}
 
 
 def test_the_hopper_kernel_is_wgmma_fed_by_tma(nb11):
@@ -83,6 +85,41 @@ def test_ptxas_serializes_only_the_unpeeled_overlap(nb11, step, causal):
     else:
         assert "Potential Performance Loss" not in report, report[-600:]
     assert "0 bytes spill stores, 0 bytes spill loads" in report
+
+
+@pytest.mark.skipif(helpers.kernels.nvcc_path() is None, reason="ptxas' report needs nvcc")
+@pytest.mark.parametrize("dim, share", [(64, 1), (128, 0)])
+def test_the_hopper_softmax_keeps_wgmma_asynchronous(dim, share):
+    """Section 4's last step: exponentials by ex2.approx.ftz, and at head dim 64 one in 8 by the polynomial
+    (__fadd_rn), with no serialized wgmma and no spills; the kernel module's own softmax is notebook 10's
+    again once the kernel is built."""
+    kernel = with_softmax(hopper_softmax(share), walk.persistent_flash_attention, 16, 1024, dim, False, 132)
+    ex = helpers.build(kernel, "sm_90a", tir_pipeline="tirx")
+    src = ex.mod.imports[0].inspect_source()
+    assert "ex2.approx.ftz.f32" in src and ("__fadd_rn" in src) == (share > 0)
+    report = helpers.kernels.compile_with_nvcc(ex, "sm_90a", "report")
+    assert "Potential Performance Loss" not in report, report[-600:]
+    assert "0 bytes spill stores, 0 bytes spill loads" in report
+    assert walk.online_softmax is helpers.lessons.lesson("10_flash_attention").online_softmax
+
+
+def test_the_polynomial_exponential_is_within_fp16s_rounding():
+    """exp2_fma's steps in float32: 2^x within 1.1e-4 (fp16's P keeps 4.9e-4) down to 2^-125, and below
+    the clamp a tiny positive number, never a wrapped exponent (negative, infinite or NaN)."""
+    x = np.concatenate([np.linspace(-130, 0, 200001), [-1e30, -np.inf]]).astype(np.float32)
+    xc = np.maximum(x, np.float32(-126))
+    r = xc + np.float32(ROUND)  # round(x) in the low mantissa bits
+    f = xc - (r - np.float32(ROUND))
+    p = ((np.float32(P[3]) * f + np.float32(P[2])) * f + np.float32(P[1])) * f + np.float32(P[0])
+    y = (p.view(np.int32) + (r.view(np.int32) << 23)).view(np.float32)
+    near = x > -125
+    assert np.max(np.abs(y[near] / np.exp2(x[near].astype(np.float64)) - 1)) < 1.1e-4
+    assert np.all(np.isfinite(y)) and np.all((y[~near] >= 0) & (y[~near] < 2.0 ** -124))
+
+
+def test_a_share_of_more_than_8_pairs_is_refused():
+    with pytest.raises(ValueError, match="share is how many of every 8 column pairs go to the FMA units, 0 to 8, not 9"):
+        hopper_softmax(9)
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -189,7 +226,7 @@ def _hopper() -> bool:
 @pytest.mark.skipif(not _hopper(), reason="the kernels run on a Hopper GPU (sm_90a)")
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("step", ["plain", "overlap", "peeled", "ping-pong", "persistent", "a block per item",
-                                  "in groups", "the walk's solution"])
+                                  "in groups", "Hopper softmax", "the walk's solution"])
 def test_every_step_matches_attention_in_float32(nb11, step, causal):
     import tvm
     from helpers.attention import qkv, reference
