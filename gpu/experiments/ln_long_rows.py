@@ -35,6 +35,21 @@ def lesson():
     return vars(module)
 
 
+def against_copy(runs, nbytes, dev, target, rounds=7):
+    """`runs` (name -> (executable, arguments)) and the float4 copy of an array of `nbytes`, timed in
+    `rounds` rounds one after the other, 5 calls each: name -> the rounds' medians in ms (the copy's
+    under "copy, float4")."""
+    floats = nbytes // 4
+    a = np.random.default_rng(0).standard_normal(floats, dtype=np.float32)
+    ex = kernels.build(kernels.copy_kernel(floats, 256, 4), target)
+    runs = {**runs, "copy, float4": (ex, bench._launch_once(ex, dev, [a, np.empty_like(a)], -1))}
+    times = {k: [] for k in runs}
+    for _ in range(rounds):
+        for k, (ex, args) in runs.items():
+            times[k].append(statistics.median(bench.time_function(ex.mod, dev, args, repeat=5)))
+    return times
+
+
 def main():
     ns = lesson()
     dev, target = helpers.device(), helpers.make_target()
@@ -72,14 +87,7 @@ def main():
         print(f"softmax {lanes}: rel. error {err:.1e}")
         if err < 2e-3:
             runs[f"softmax, {lanes} threads, staged"] = (ex, args)
-    floats = xn.nbytes // 4
-    a = np.random.default_rng(0).standard_normal(floats, dtype=np.float32)
-    ex = kernels.build(kernels.copy_kernel(floats, 256, 4), target)
-    runs["copy, float4"] = (ex, bench._launch_once(ex, dev, [a, np.empty_like(a)], -1))
-    times = {k: [] for k in runs}
-    for _ in range(7):
-        for k, (ex, args) in runs.items():
-            times[k].append(statistics.median(bench.time_function(ex.mod, dev, args, repeat=5)))
+    times = against_copy(runs, xn.nbytes, dev, target)
     copy = statistics.median(times["copy, float4"])
     print(f"{spec.name}, {M}x{N} fp16, {2 * xn.nbytes >> 20} MiB moved; median of 7 rounds:")
     for k, t in times.items():

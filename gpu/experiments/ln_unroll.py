@@ -15,7 +15,7 @@ import numpy as np
 
 import helpers
 from helpers import bench, kernels, reduction_tables
-from ln_long_rows import lesson
+from ln_long_rows import against_copy, lesson
 
 SHAPES = [(2048, 32768), (4096, 16384), (8192, 8192)]
 
@@ -51,14 +51,7 @@ def main():
             print(f"  {name}: {regs} registers, rel. error {err:.1e}", flush=True)
             if err < 2e-3:
                 runs[name] = (ex, args)
-        floats = xn.nbytes // 4
-        a = np.random.default_rng(0).standard_normal(floats, dtype=np.float32)
-        ex = kernels.build(kernels.copy_kernel(floats, 256, 4), target)
-        runs["copy, float4"] = (ex, bench._launch_once(ex, dev, [a, np.empty_like(a)], -1))
-        times = {k: [] for k in runs}
-        for _ in range(7):
-            for k, (ex, args) in runs.items():
-                times[k].append(statistics.median(bench.time_function(ex.mod, dev, args, repeat=5)))
+        times = against_copy(runs, xn.nbytes, dev, target)
         copy = statistics.median(times["copy, float4"])
         for k, t in times.items():
             ms = statistics.median(t)
