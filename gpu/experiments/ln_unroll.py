@@ -3,6 +3,7 @@ The kernels differ after the statistics: layer norm's last pass loads the scale 
 each a step, from L2) in a loop of 8 steps that nvcc keeps rolled (32 registers), so each step waits
 for its loads. Softmax's last pass loads nothing. Variants: that loop unrolled by 2, 4 or all 8 (the
 loads of several steps in flight), at rows of 8k, 16k and 32k (2^26 fp16 values, 256 MiB moved).
+(Found, 2026-11-28: 0.3-0.8 points at best, unroll 2; the rolled loop is not what holds the long rows.)
 Each is checked against the float64 reference, then timed in 7 rounds alternating with the float4
 copy of the same bytes (well beyond L2, back to back); median ms and % of that copy.
 
