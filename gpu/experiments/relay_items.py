@@ -1,0 +1,94 @@
+"""Short sequences trail cuDNN (512 tokens, head dim 128: 414 against 450 TFLOP/s, where 16k reaches
+641): an item of 512 tokens has 4 tiles of K and V, so what each item costs besides its tiles weighs
+four times what it weighs at 2k. In notebook 11's persistent kernel the two consumers pass a turn
+(named barriers 8 and 9) so that one's products run while the other computes its softmax; but every
+item starts the relay afresh: consumer 0 waits at the item's end for consumer 1's last product
+(`bar.sync(8)`), and at the next item's start both issue their first S together and compute their
+first softmax together, with the tensor cores idle.
+
+`relay`: the same kernel with the turn handed on across items: consumer 1's arrival that gives
+consumer 0 the first turn happens once, before the walk, and consumer 0 takes the last arrival once,
+after it. Each consumer takes as many turns an item as the other (the item's tiles), so the turns
+alternate across items as within one, and consumer 0 starts its next item while consumer 1 finishes
+its last product. The kernel is `helpers.flash_hopper_persistent` with those four lines moved
+(`relay_module` edits a copy of its source, and fails if the lines are not there once).
+
+Each kernel (11's sweep's choice, its softmax included) is checked against the float64 reference and
+timed in rounds alternating with cuDNN: 32k tokens a batch, 16 heads, fp16.
+
+    python gpu/experiments/relay_items.py [sweep]
+"""
+
+import inspect
+import sys
+
+import helpers
+from helpers import flash_hopper_persistent as walk
+from helpers.attention import attention_case
+from helpers.attention_sweep import HEADS
+from helpers.flash_hopper_softmax import hopper_softmax
+
+from exp_poly import ON_HOPPER, cudnn, kernel  # 11's sweep's choice of kernel, and cuDNN's rounds
+from lesson_code import edited, module_from_source
+
+START = ("    if wg == 1:\n        T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn\n")
+END = ("    if wg == 0:\n        T.ptx.bar.sync(T.uint32(8), T.uint32(256))  # consumer 1's last arrival\n")
+LOOP = ("            for turn in T.serial((items - block + blocks - 1) // blocks):\n"
+        "                bh, bx, tiles = T.meta_var(work_item(block + turn * blocks, N // BR_H, N, causal))\n"
+        "                consume_overlapped(bh, bx, tiles, turn, D, causal)\n")
+RELAY_LOOP = ("            if warpgroup == 2:\n"
+              "                T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn, once\n"
+              + LOOP +
+              "            if warpgroup == 1:\n"
+              "                T.ptx.bar.sync(T.uint32(8), T.uint32(256))  # consumer 1's last arrival, once\n")
+
+
+def relay_module():
+    """helpers.flash_hopper_persistent with the relay's start and end moved out of the item loop."""
+    src = edited(inspect.getsource(walk), {START: "", END: "", LOOP: RELAY_LOOP}, "flash_hopper_persistent")
+    return module_from_source("flash_hopper_relay", src)
+
+
+RELAY = relay_module()
+
+
+def relay_kernel(bh, n, d, softmax, causal=False):
+    """`kernel` (11's choice) with the relay module's kernel in place of the lesson's."""
+    lesson = kernel.__globals__["walk"]
+    kernel.__globals__["walk"] = RELAY
+    try:
+        return kernel(bh, n, d, softmax, causal)
+    finally:
+        kernel.__globals__["walk"] = lesson
+
+
+def timed(nb, label, make, shape, causal, base, q, k, v):
+    softmax = hopper_softmax(1 if shape[3] == 64 else 0)
+    m = nb.measure(f"{label} {'x'.join(map(str, shape))}{' causal' if causal else ''}",
+                   make(shape[0] * HEADS, *shape[2:], softmax, causal), **ON_HOPPER,
+                   **attention_case(*shape, causal, inputs=[q, k, v]), baseline=base, quiet=True)
+    lo, hi = m.ratio_quartiles or (0, 0)
+    return f"{label}: {m.tflops:5.1f} TFLOP/s {m.ratio:.3f} [{lo:.3f}-{hi:.3f}] err {m.rel_err:.0e}"
+
+
+def main(shapes, causals):
+    from helpers.attention import qkv
+
+    nb = helpers.start("11_flash_attention_hopper")
+    print(f"{nb.spec.name}: TFLOP/s and cuDNN's time over ours (median [quartiles] of rounds)")
+    for d, n in shapes:
+        for causal in causals:
+            shape = (32768 // n, HEADS, n, d)
+            q, k, v = qkv(*shape, True)
+            base = cudnn(nb, shape, causal, q, k, v)
+            print(f"  d={d:3d} {n:5d} {'causal' if causal else '      '} | "
+                  + " | ".join(timed(nb, label, make, shape, causal, base, q, k, v)
+                               for label, make in (("lesson", kernel), ("relay", relay_kernel))), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["sweep"]:
+        from helpers.attention_sweep import SEQS
+        main([(d, n) for d in (64, 128) for n in SEQS], (False, True))
+    else:
+        main([(128, 512), (128, 1024), (64, 512), (128, 2048)], (False, True))
