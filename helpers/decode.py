@@ -123,6 +123,19 @@ def gather(kv, row, n: int, page: int = PAGE) -> np.ndarray:
     return np.concatenate(pages, axis=2)[:, :, :n]
 
 
+def pages_in_order(kv, table, lengths, page: int = PAGE):
+    """(kv, table) holding the same cache with each sequence's pages side by side in the pool, in the
+    order of its keys (as a fresh server would hand them out), and the pages no sequence uses after
+    them: the same pool, so the same kernel runs on it, and timing the two shows what the shuffle costs."""
+    need = -(-np.asarray(lengths) // page)
+    used = np.concatenate([table[b, :p] for b, p in enumerate(need)])
+    order = np.concatenate([used, np.setdiff1d(np.arange(len(kv)), used)])
+    ordered = np.full_like(table, -1)
+    for b, p in enumerate(need):
+        ordered[b, :p] = np.arange(need[:b].sum(), need[:b].sum() + p)
+    return kv[order], ordered
+
+
 def reference(q, k, v) -> np.ndarray:
     """Decoding attention in float64: softmax(q k^T / sqrt(d)) v for one query token per sequence,
     query head h reading KV head h // (hq / hkv). q: (b, hq, d); k, v: (b, hkv, n, d)."""
@@ -331,7 +344,8 @@ def run_sweep(nb, kernel, plan_for) -> None:
     """On a GPU: every sweep point's paged kernel (`kernel(b, HQ, HKV, D, pages, table columns, splits,
     chunk)` with `plan_for(b, n)` = (splits, chunk)), TVM's and torch's, each checked, timed in rounds
     with the copy of the same bytes; the paged kernel once more in rounds with SDPA, so that its ratio
-    to the fastest baseline has a spread too."""
+    to the fastest baseline has a spread too, and on the same cache with its pages in order
+    (`pages_in_order`), also in rounds with SDPA, which reads the keys densely: what the shuffle costs."""
     for b, n in sweep_points():
         label = sweep_label(b, n)
         q = queries(b)
@@ -357,6 +371,9 @@ def run_sweep(nb, kernel, plan_for) -> None:
         ours = kernel(b, HQ, HKV, D, *pool_size([n] * b), splits, chunk)
         for name, baseline in ((f"{SWEEP_KINDS[0]} {label}", copy), (f"{SWEEP_KINDS[0]}, in rounds with SDPA {label}", sdpa)):
             nb.measure(name, ours, args, expected, tol=2e-3, baseline=baseline, quiet=True, tir_pipeline="tirx", **counts)
+        args[1:3] = pages_in_order(kv, table, lengths)
+        nb.measure(f"{SWEEP_KINDS[0]}, pages in order, in rounds with SDPA {label}", ours, args, expected, tol=2e-3,
+                   baseline=sdpa, quiet=True, tir_pipeline="tirx", **counts)
         nb.measure(f"TVM decode kernel {label}", tvm_decode(HQ, HKV, D, nb.target), tvm_decode_args(q, kv, table, lengths),
                    expected, tol=2e-3, out=-2, baseline=copy, quiet=True, **counts)
 

@@ -5,8 +5,11 @@ whose tile macros (first_tile, overlapped_tile) it calls as they are, plus what 
 item a block takes at each turn (`work_item`, or the order a student writes), a count of the K and
 V tiles a block has loaded or used so far (`slot`: the stage and its parity follow from it across
 items, and the tile macros take it where section 3 passed 0), and one more mbarrier, Q_EMPTY, on
-which the producer waits before it loads the next item's Q over the last one. Its generated CUDA
-is the one recorded."""
+which the producer waits before it loads the next item's Q over the last one. The consumers' turn
+(named barriers 8 and 9) passes on from item to item: consumer 1's first arrival and consumer 0's
+last wait sit outside the walk, so consumer 0 starts its next item while consumer 1 finishes its
+last product (each takes as many turns an item as the other). Its generated CUDA is the one
+recorded."""
 
 from tvm.script import tirx as T
 
@@ -60,8 +63,6 @@ def consume_overlapped(bh, bx, tiles, turn, dim, masked):
     wg, t = T.meta_var(warpgroup - 1), T.meta_var(tid % 128)  # the consumer warpgroup, its thread
     row0 = T.meta_var(bx * BR_H + wg * 64 + t // 32 * 16)  # the first of this warp's 16 rows
     init_rows(o, m, l, dim)
-    if wg == 1:
-        T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn
     first_tile(turn, slot[0], dim, masked)
     for j in T.serial(tiles - 2 if masked else tiles - 1):  # causal: the diagonal tile's S after the loop too
         overlapped_tile(j, slot[0], dim, False)
@@ -75,8 +76,6 @@ def consume_overlapped(bh, bx, tiles, turn, dim, masked):
     T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
     T.ptx.wgmma.wait_group.sync.aligned(0)
     release(V_EMPTY, st)
-    if wg == 0:
-        T.ptx.bar.sync(T.uint32(8), T.uint32(256))  # consumer 1's last arrival
     store_rows(O, o, l, bh, row0, t % 32, dim)
     slot[0] = slot[0] + tiles
 
@@ -137,8 +136,12 @@ def persistent_flash_attention(BH, N, D, causal=False, blocks=None, work_item=wo
             desc_a, desc_b = T.alloc_local((1,), "uint64"), T.alloc_local((1,), "uint64")
             m, l = T.alloc_local((2,), "float32"), T.alloc_local((2,), "float32")
             mx, alpha = T.alloc_local((2,), "float32"), T.alloc_local((2,), "float32")
+            if warpgroup == 2:
+                T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn, once
             for turn in T.serial((items - block + blocks - 1) // blocks):
                 bh, bx, tiles = T.meta_var(work_item(block + turn * blocks, N // BR_H, N, causal))
                 consume_overlapped(bh, bx, tiles, turn, D, causal)
+            if warpgroup == 1:
+                T.ptx.bar.sync(T.uint32(8), T.uint32(256))  # consumer 1's last arrival, once
 
     return main

@@ -172,6 +172,18 @@ def test_the_diffs_the_notebook_prints_are_small(nb11):
     assert walk.first_tile is steps.first_tile is nb11.first_tile and walk.overlapped_tile is nb11.overlapped_tile
 
 
+def test_the_persistent_consumers_hand_the_turn_on_across_items():
+    """Consumer 1's arrival that opens consumer 0's first turn, and consumer 0's wait for consumer 1's
+    last, happen once each, outside the walk: inside it the two alternate from item to item."""
+    src = cuda(walk.persistent_flash_attention(512, 1024, 128, False, 132))
+    consumers = src.split("setmaxnreg_inc_sync_aligned_u32_232();", 1)[1]
+    before, walk_loop = consumers.split("for (int turn", 1)
+    assert before.count("bar_arrive_arrive((uint)8,") == 1 and "bar_arrive_arrive((uint)8," not in walk_loop
+    assert walk_loop.count("bar_sync_count_sync((uint)8,") == 1
+    last = walk_loop.split("bar_sync_count_sync((uint)8,", 1)[1]
+    assert "wgmma" not in last and "mbarrier" not in last  # after the walk's last product
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda m: m.hopper_flash_attention(16, 4160, 64),
      "sequence length 4160 is not a multiple of the 128-token tiles: pad it to 4224 and mask the padded keys"),

@@ -297,12 +297,28 @@ def test_the_sweep_hands_each_kernel_its_arrays(nb12, monkeypatch):
     assert names == [f"{kind} {b}x{n // 1024}k" for b, n in [(1, 40), (1, 100), (3, 40)]
                      for kind in ["copy of the same bytes", "torch sdpa, enable_gqa", "torch flex_attention",
                                  "split-KV, paged, one wave", "split-KV, paged, one wave, in rounds with SDPA",
-                                 "TVM decode kernel"]]
+                                 "split-KV, paged, one wave, pages in order, in rounds with SDPA", "TVM decode kernel"]]
     sdpa, flex = ([c for c in nb.calls if c[0].startswith(name)][-1] for name in ("torch sdpa", "torch flex"))
     assert sdpa[1] == flex[1] == [(3, 32, 128), (3, 8, 40, 128), (3, 8, 40, 128)]  # the same dense arrays
     rounds = {c[0].rsplit(" ", 1)[0]: c[2]["baseline"].rsplit(" ", 1)[0] for c in nb.calls if "baseline" in c[2]}
     assert rounds == {"split-KV, paged, one wave": "copy of the same bytes", "TVM decode kernel": "copy of the same bytes",
-                      "split-KV, paged, one wave, in rounds with SDPA": "torch sdpa, enable_gqa"}
+                      "split-KV, paged, one wave, in rounds with SDPA": "torch sdpa, enable_gqa",
+                      "split-KV, paged, one wave, pages in order, in rounds with SDPA": "torch sdpa, enable_gqa"}
+    ordered = [c for c in nb.calls if "pages in order" in c[0]][-1]
+    assert ordered[1] == [c for c in nb.calls if c[0] == "split-KV, paged, one wave 3x0k"][0][1]  # the same pool
+
+
+def test_pages_in_order_hold_the_same_cache_side_by_side():
+    q = decode.queries(3)
+    kv, table, lengths = decode.paged_cache([100, 33, 1], spare=4)
+    kv2, table2 = decode.pages_in_order(kv, table, lengths)
+    assert kv2.shape == kv.shape and table2.shape == table.shape
+    assert table2[0, :7].tolist() == list(range(7)) and table2[1, :3].tolist() == [7, 8, 9] and table2[2, 0] == 10
+    assert (table2 == -1).sum() == (table == -1).sum()
+    for b, n in enumerate(lengths):
+        assert np.array_equal(decode.gather(kv2, table2[b], n), decode.gather(kv, table[b], n))
+    assert np.array_equal(decode.reference_paged(q, kv2, table2, lengths), decode.reference_paged(q, kv, table, lengths))
+    assert sorted(map(bytes, kv2.reshape(len(kv2), -1))) == sorted(map(bytes, kv.reshape(len(kv), -1)))  # a permutation
 
 
 # ------------------------------------------------------------------ on a GPU: the numbers

@@ -5,14 +5,14 @@ block table gives, and the sweep's cache hands out pages shuffled, as a server's
 steps. DRAM serves long runs of addresses faster than scattered 4 KiB pieces (fewer row switches).
 
 The lesson's kernel (`decode_paged_wave`, `plan_one_wave`) runs on the sweep's shuffled cache, and on
-the same keys and values with each sequence's pages in order (page i of sequence b at b * pages + i),
-each checked against the float64 reference and timed in 9 rounds alternating with torch's SDPA on the
-same keys laid out densely (flushed and held below 4x L2, else back to back, as the notebook times).
+the same keys and values with each sequence's pages side by side in key order
+(`helpers.decode.pages_in_order`; since XXXXXXX it keeps the pool's size, the spare pages last; at
+344a833 this script's own copy left them out), each checked against the float64 reference and timed
+in 9 rounds alternating with torch's SDPA on the same keys laid out densely (flushed and held below
+4x L2, else back to back, as the notebook times).
 
     python gpu/experiments/decode_page_order.py
 """
-
-import numpy as np
 
 import helpers
 from decode_one_split import against_sdpa, sdpa_case
@@ -24,19 +24,6 @@ from helpers.decode_steps import decode_paged_wave
 SHAPES = [(32, 1024), (32, 8192), (128, 1024), (8, 8192), (1, 131072)]
 
 
-def in_order(kv, table, lengths):
-    """The same cache with each sequence's pages consecutive, in the order of its keys."""
-    need = -(-np.asarray(lengths) // decode.PAGE)
-    table2 = np.full_like(table, -1)
-    kv2 = np.empty((int(need.sum()),) + kv.shape[1:], kv.dtype)
-    at = 0
-    for b, p in enumerate(need):
-        table2[b, :p] = np.arange(at, at + p)
-        kv2[at:at + p] = kv[table[b, :p]]
-        at += p
-    return kv2, table2
-
-
 def main():
     plan_one_wave = helpers.lessons.lesson("12_decoding").plan_one_wave
     dev, target, spec, flush_bytes = setup()
@@ -45,8 +32,9 @@ def main():
         splits, chunk = plan_one_wave([n] * b, spec.sm_count)
         q, kv, table, lengths, ref, rounds, sdpa, how = sdpa_case(b, n, spec, flush_bytes)
         print(f"  {how}; {splits} splits of {chunk}")
-        for name, (cache, rows) in (("pages shuffled", (kv, table)), ("pages in order", in_order(kv, table, lengths))):
-            shape = (b, HQ, HKV, D, cache.shape[0], rows.shape[1], splits, chunk)
+        for name, (cache, rows) in (("pages shuffled", (kv, table)),
+                                    ("pages in order", decode.pages_in_order(kv, table, lengths))):
+            shape = (b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk)
             ex = kernels.build(decode_paged_wave(*shape), target, "tirx")
             args = [q, cache, rows, lengths, *decode.split_outputs(b, splits)]
             print(f"    {name:16s} " + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)

@@ -10,8 +10,10 @@ first softmax together, with the tensor cores idle.
 consumer 0 the first turn happens once, before the walk, and consumer 0 takes the last arrival once,
 after it. Each consumer takes as many turns an item as the other (the item's tiles), so the turns
 alternate across items as within one, and consumer 0 starts its next item while consumer 1 finishes
-its last product. The kernel is `helpers.flash_hopper_persistent` with those four lines moved
-(`relay_module` edits a copy of its source, and fails if the lines are not there once).
+its last product. Since commit XXXXXXX the lesson's kernel (`helpers.flash_hopper_persistent`) is the
+relay, and `restart_module` edits a copy of its source back to the restart (failing if the lines are
+not there once); the run at 344a833 (`results/relay_items.sweep.txt`) had the two the other way
+round, "lesson" the restart and "relay" the edited copy.
 
 Each kernel (11's sweep's choice, its softmax included) is checked against the float64 reference and
 timed in rounds alternating with cuDNN: 32k tokens a batch, 16 heads, fp16.
@@ -31,31 +33,31 @@ from helpers.flash_hopper_softmax import hopper_softmax
 from exp_poly import ON_HOPPER, cudnn, kernel  # 11's sweep's choice of kernel, and cuDNN's rounds
 from lesson_code import edited, module_from_source
 
-START = ("    if wg == 1:\n        T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn\n")
-END = ("    if wg == 0:\n        T.ptx.bar.sync(T.uint32(8), T.uint32(256))  # consumer 1's last arrival\n")
-LOOP = ("            for turn in T.serial((items - block + blocks - 1) // blocks):\n"
-        "                bh, bx, tiles = T.meta_var(work_item(block + turn * blocks, N // BR_H, N, causal))\n"
-        "                consume_overlapped(bh, bx, tiles, turn, D, causal)\n")
-RELAY_LOOP = ("            if warpgroup == 2:\n"
-              "                T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn, once\n"
-              + LOOP +
-              "            if warpgroup == 1:\n"
-              "                T.ptx.bar.sync(T.uint32(8), T.uint32(256))  # consumer 1's last arrival, once\n")
+RESTART = ("    init_rows(o, m, l, dim)\n",
+           "    init_rows(o, m, l, dim)\n"
+           "    if wg == 1:\n        T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn\n")
+END = ("    release(V_EMPTY, st)\n",
+       "    release(V_EMPTY, st)\n"
+       "    if wg == 0:\n        T.ptx.bar.sync(T.uint32(8), T.uint32(256))  # consumer 1's last arrival\n")
+ONCE = ("            if warpgroup == 2:\n"
+        "                T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn, once\n",
+        "            if warpgroup == 1:\n"
+        "                T.ptx.bar.sync(T.uint32(8), T.uint32(256))  # consumer 1's last arrival, once\n")
 
 
-def relay_module():
-    """helpers.flash_hopper_persistent with the relay's start and end moved out of the item loop."""
-    src = edited(inspect.getsource(walk), {START: "", END: "", LOOP: RELAY_LOOP}, "flash_hopper_persistent")
-    return module_from_source("flash_hopper_relay", src)
+def restart_module():
+    """helpers.flash_hopper_persistent with the relay started afresh in every item, as before XXXXXXX."""
+    edits = dict([RESTART, END, (ONCE[0], ""), (ONCE[1], "")])
+    return module_from_source("flash_hopper_restart", edited(inspect.getsource(walk), edits, "flash_hopper_persistent"))
 
 
-RELAY = relay_module()
+RESTART_WALK = restart_module()
 
 
-def relay_kernel(bh, n, d, softmax, causal=False):
-    """`kernel` (11's choice) with the relay module's kernel in place of the lesson's."""
+def restart_kernel(bh, n, d, softmax, causal=False):
+    """`kernel` (11's choice) with the restarting module's kernel in place of the lesson's."""
     lesson = kernel.__globals__["walk"]
-    kernel.__globals__["walk"] = RELAY
+    kernel.__globals__["walk"] = RESTART_WALK
     try:
         return kernel(bh, n, d, softmax, causal)
     finally:
@@ -83,7 +85,7 @@ def main(shapes, causals):
             base = cudnn(nb, shape, causal, q, k, v)
             print(f"  d={d:3d} {n:5d} {'causal' if causal else '      '} | "
                   + " | ".join(timed(nb, label, make, shape, causal, base, q, k, v)
-                               for label, make in (("lesson", kernel), ("relay", relay_kernel))), flush=True)
+                               for label, make in (("restart", restart_kernel), ("relay", kernel))), flush=True)
 
 
 if __name__ == "__main__":
