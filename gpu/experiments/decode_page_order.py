@@ -6,7 +6,7 @@ steps. DRAM serves long runs of addresses faster than scattered 4 KiB pieces (fe
 
 The lesson's kernel (`decode_paged_wave`, `plan_one_wave`) runs on the sweep's shuffled cache, and on
 the same keys and values with each sequence's pages side by side in key order
-(`helpers.decode.pages_in_order`; since XXXXXXX it keeps the pool's size, the spare pages last; at
+(`helpers.decode.pages_in_order`; since b21677b it keeps the pool's size, the spare pages last; at
 344a833 this script's own copy left them out), each checked against the float64 reference and timed
 in 9 rounds alternating with torch's SDPA on the same keys laid out densely (flushed and held below
 4x L2, else back to back, as the notebook times).

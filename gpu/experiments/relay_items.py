@@ -10,7 +10,7 @@ first softmax together, with the tensor cores idle.
 consumer 0 the first turn happens once, before the walk, and consumer 0 takes the last arrival once,
 after it. Each consumer takes as many turns an item as the other (the item's tiles), so the turns
 alternate across items as within one, and consumer 0 starts its next item while consumer 1 finishes
-its last product. Since commit XXXXXXX the lesson's kernel (`helpers.flash_hopper_persistent`) is the
+its last product. Since commit b21677b the lesson's kernel (`helpers.flash_hopper_persistent`) is the
 relay, and `restart_module` edits a copy of its source back to the restart (failing if the lines are
 not there once); the run at 344a833 (`results/relay_items.sweep.txt`) had the two the other way
 round, "lesson" the restart and "relay" the edited copy.
@@ -46,7 +46,7 @@ ONCE = ("            if warpgroup == 2:\n"
 
 
 def restart_module():
-    """helpers.flash_hopper_persistent with the relay started afresh in every item, as before XXXXXXX."""
+    """helpers.flash_hopper_persistent with the relay started afresh in every item, as before b21677b."""
     edits = dict([RESTART, END, (ONCE[0], ""), (ONCE[1], "")])
     return module_from_source("flash_hopper_restart", edited(inspect.getsource(walk), edits, "flash_hopper_persistent"))
 
