@@ -344,8 +344,7 @@ def run_sweep(nb, kernel, plan_for) -> None:
     """On a GPU: every sweep point's paged kernel (`kernel(b, HQ, HKV, D, pages, table columns, splits,
     chunk)` with `plan_for(b, n)` = (splits, chunk)), TVM's and torch's, each checked, timed in rounds
     with the copy of the same bytes; the paged kernel once more in rounds with SDPA, so that its ratio
-    to the fastest baseline has a spread too, and on the same cache with its pages in order
-    (`pages_in_order`), also in rounds with SDPA, which reads the keys densely: what the shuffle costs."""
+    to the fastest baseline has a spread too."""
     for b, n in sweep_points():
         label = sweep_label(b, n)
         q = queries(b)
@@ -371,9 +370,6 @@ def run_sweep(nb, kernel, plan_for) -> None:
         ours = kernel(b, HQ, HKV, D, *pool_size([n] * b), splits, chunk)
         for name, baseline in ((f"{SWEEP_KINDS[0]} {label}", copy), (f"{SWEEP_KINDS[0]}, in rounds with SDPA {label}", sdpa)):
             nb.measure(name, ours, args, expected, tol=2e-3, baseline=baseline, quiet=True, tir_pipeline="tirx", **counts)
-        args[1:3] = pages_in_order(kv, table, lengths)
-        nb.measure(f"{SWEEP_KINDS[0]}, pages in order, in rounds with SDPA {label}", ours, args, expected, tol=2e-3,
-                   baseline=sdpa, quiet=True, tir_pipeline="tirx", **counts)
         nb.measure(f"TVM decode kernel {label}", tvm_decode(HQ, HKV, D, nb.target), tvm_decode_args(q, kv, table, lengths),
                    expected, tol=2e-3, out=-2, baseline=copy, quiet=True, **counts)
 
