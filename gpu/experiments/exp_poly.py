@@ -32,9 +32,10 @@ VARIANTS = {"lesson": walk.online_softmax, "hopper_softmax(0)": hopper_softmax(0
             "hopper_softmax(1)": hopper_softmax(1), "hopper_softmax(2)": hopper_softmax(2)}
 
 
-def kernel(bh, n, d, softmax, causal=False, group=16):
+def kernel(bh, n, d, softmax, causal=False, group=16, walk=walk):
     """11's sweep's choice (its `best_kernel`), with `softmax`: causal in groups of 16 heads (8 where a group's items
-    would be one wave) to 4k tokens at d = 64 and 1k at 128, else a block per item; not causal, persistent."""
+    would be one wave) to 4k tokens at d = 64 and 1k at 128, else a block per item; not causal, persistent.
+    `walk`: the module of the persistent kernel (a study's edited copy of `helpers.flash_hopper_persistent`)."""
     spec = helpers.local_gpu_spec()
     sms, l2 = spec.sm_count, spec.l2_bytes
     group = group // 2 if abs(group * n // walk.BR_H - sms) < sms // 16 else group
@@ -43,9 +44,21 @@ def kernel(bh, n, d, softmax, causal=False, group=16):
     return with_softmax(softmax, walk.persistent_flash_attention, bh, n, d, causal, None if causal else sms)
 
 
-def timed(nb, label, shape, causal, softmax, base, q, k, v):
+def best(walk=walk):
+    """11's sweep's kernel as the notebook builds it now (hopper_softmax(1) at head dim 64, (0) at 128), its
+    persistent kernel taken from `walk`: build(bh, n, d, causal)."""
+    return lambda bh, n, d, causal: kernel(bh, n, d, hopper_softmax(int(d == 64)), causal, walk=walk)
+
+
+def with_softmax_of(label):
+    """11's sweep's kernel with the softmax VARIANTS names `label`: build(bh, n, d, causal)."""
+    return lambda bh, n, d, causal: kernel(bh, n, d, VARIANTS[label], causal)
+
+
+def timed(nb, label, build, shape, causal, base, q, k, v):
+    """`build(bh, n, d, causal)`'s kernel, checked and timed in rounds with cuDNN's `base`: one line."""
     m = nb.measure(f"{label} {'x'.join(map(str, shape))}{' causal' if causal else ''}",
-                   kernel(shape[0] * HEADS, *shape[2:], softmax, causal), **ON_HOPPER,
+                   build(shape[0] * HEADS, *shape[2:], causal), **ON_HOPPER,
                    **attention_case(*shape, causal, inputs=[q, k, v]), baseline=base, quiet=True)
     lo, hi = m.ratio_quartiles or (0, 0)
     return f"{label}: {m.tflops:5.1f} TFLOP/s {m.ratio:.3f} [{lo:.3f}-{hi:.3f}] err {m.rel_err:.0e}"
@@ -57,7 +70,10 @@ def cudnn(nb, shape, causal, q, k, v):
                        flops=attention_flops(*shape, causal), quiet=True)
 
 
-def main(shapes=SHAPES, causals=(False,), variants=None):
+def main(shapes=SHAPES, causals=(False,), columns=None):
+    """Each shape's kernels against cuDNN, a line each: `columns(d)` lists (label, build) pairs for head dim d;
+    by default, 11's kernel with each softmax of VARIANTS."""
+    columns = columns or (lambda d: [(label, with_softmax_of(label)) for label in VARIANTS])
     nb = helpers.start("11_flash_attention_hopper")
     print(f"{nb.spec.name}: TFLOP/s and cuDNN's time over ours (median [quartiles] of rounds)")
     for d, n in shapes:
@@ -65,9 +81,8 @@ def main(shapes=SHAPES, causals=(False,), variants=None):
             shape = (32768 // n, HEADS, n, d)
             q, k, v = qkv(*shape, True)
             base = cudnn(nb, shape, causal, q, k, v)
-            labels = variants(d) if variants else VARIANTS
             print(f"  d={d:3d} {n:5d} {'causal' if causal else '      '} | "
-                  + " | ".join(timed(nb, label, shape, causal, VARIANTS[label], base, q, k, v) for label in labels),
+                  + " | ".join(timed(nb, label, build, shape, causal, base, q, k, v) for label, build in columns(d)),
                   flush=True)
 
 
@@ -77,6 +92,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["sweep"]:
         from helpers.attention_sweep import SEQS
         main([(d, n) for d in (64, 128) for n in SEQS], (False, True),
-             lambda d: ["lesson", f"hopper_softmax({int(d == 64)})"])
+             lambda d: [(label, with_softmax_of(label)) for label in ("lesson", f"hopper_softmax({int(d == 64)})")])
     else:
         main()

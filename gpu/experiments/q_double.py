@@ -18,13 +18,11 @@ and timed in rounds alternating with cuDNN: 32k tokens a batch, 16 heads, fp16.
 import inspect
 import sys
 
-import helpers
 from helpers import flash_hopper_persistent as walk
 from helpers.lessons import source_of
 
-from exp_poly import kernel  # 11's sweep's choice of kernel
+from exp_poly import best, main  # 11's sweep's kernel, and its rounds against cuDNN
 from lesson_code import edited, module_from_source
-from relay_items import main as against_cudnn
 
 FIRST_TILE = {
     "T.cuda.mbarrier_wait(bars.ptr_to([Q_FULL]), turn % 2)": "T.cuda.mbarrier_wait(bars.ptr_to([Q_FULL + turn % 2]), turn // 2 % 2)",
@@ -63,23 +61,16 @@ def double_q_module():
     return module_from_source("flash_hopper_double_q", src)
 
 
-DOUBLE_Q = double_q_module()
+def columns(d):
+    """The lesson's kernel and the one with two Q buffers, each with 11's softmax for head dim d."""
+    return [("lesson", best()), ("double Q", DOUBLE_Q)]
 
 
-def double_q_kernel(bh, n, d, softmax, causal=False):
-    """`kernel` (11's choice) with the double-Q module's kernel in place of the lesson's."""
-    lesson = kernel.__globals__["walk"]
-    kernel.__globals__["walk"] = DOUBLE_Q
-    try:
-        return kernel(bh, n, d, softmax, causal)
-    finally:
-        kernel.__globals__["walk"] = lesson
-
+DOUBLE_Q = best(double_q_module())  # 11's sweep's kernel with two Q buffers
 
 if __name__ == "__main__":
-    pairs = (("lesson", kernel), ("double Q", double_q_kernel))
     if sys.argv[1:2] == ["sweep"]:
         from helpers.attention_sweep import SEQS
-        against_cudnn([(d, n) for d in (64, 128) for n in SEQS], (False, True), pairs)
+        main([(d, n) for d in (64, 128) for n in SEQS], (False, True), columns)
     else:
-        against_cudnn([(128, 512), (128, 1024), (64, 512)], (False, True), pairs)
+        main([(128, 512), (128, 1024), (64, 512)], (False, True), columns)

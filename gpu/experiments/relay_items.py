@@ -24,16 +24,12 @@ timed in rounds alternating with cuDNN: 32k tokens a batch, 16 heads, fp16.
 import inspect
 import sys
 
-import helpers
 from helpers import flash_hopper_persistent as walk
-from helpers.attention import attention_case
-from helpers.attention_sweep import HEADS
-from helpers.flash_hopper_softmax import hopper_softmax
 
-from exp_poly import ON_HOPPER, cudnn, kernel  # 11's sweep's choice of kernel, and cuDNN's rounds
+from exp_poly import best, main  # 11's sweep's kernel, and its rounds against cuDNN
 from lesson_code import edited, module_from_source
 
-RESTART = ("    init_rows(o, m, l, dim)\n",
+START = ("    init_rows(o, m, l, dim)\n",
            "    init_rows(o, m, l, dim)\n"
            "    if wg == 1:\n        T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn\n")
 END = ("    release(V_EMPTY, st)\n",
@@ -47,51 +43,20 @@ ONCE = ("            if warpgroup == 2:\n"
 
 def restart_module():
     """helpers.flash_hopper_persistent with the relay started afresh in every item, as before b21677b."""
-    edits = dict([RESTART, END, (ONCE[0], ""), (ONCE[1], "")])
+    edits = dict([START, END, (ONCE[0], ""), (ONCE[1], "")])
     return module_from_source("flash_hopper_restart", edited(inspect.getsource(walk), edits, "flash_hopper_persistent"))
 
 
-RESTART_WALK = restart_module()
+def columns(d):
+    """The restart and the relay (the lesson's kernel now), each with 11's softmax for head dim d."""
+    return [("restart", RESTART), ("relay", best())]
 
 
-def restart_kernel(bh, n, d, softmax, causal=False):
-    """`kernel` (11's choice) with the restarting module's kernel in place of the lesson's."""
-    lesson = kernel.__globals__["walk"]
-    kernel.__globals__["walk"] = RESTART_WALK
-    try:
-        return kernel(bh, n, d, softmax, causal)
-    finally:
-        kernel.__globals__["walk"] = lesson
-
-
-def timed(nb, label, make, shape, causal, base, q, k, v):
-    softmax = hopper_softmax(1 if shape[3] == 64 else 0)
-    m = nb.measure(f"{label} {'x'.join(map(str, shape))}{' causal' if causal else ''}",
-                   make(shape[0] * HEADS, *shape[2:], softmax, causal), **ON_HOPPER,
-                   **attention_case(*shape, causal, inputs=[q, k, v]), baseline=base, quiet=True)
-    lo, hi = m.ratio_quartiles or (0, 0)
-    return f"{label}: {m.tflops:5.1f} TFLOP/s {m.ratio:.3f} [{lo:.3f}-{hi:.3f}] err {m.rel_err:.0e}"
-
-
-def main(shapes, causals, pairs=None):
-    from helpers.attention import qkv
-
-    nb = helpers.start("11_flash_attention_hopper")
-    print(f"{nb.spec.name}: TFLOP/s and cuDNN's time over ours (median [quartiles] of rounds)")
-    for d, n in shapes:
-        for causal in causals:
-            shape = (32768 // n, HEADS, n, d)
-            q, k, v = qkv(*shape, True)
-            base = cudnn(nb, shape, causal, q, k, v)
-            print(f"  d={d:3d} {n:5d} {'causal' if causal else '      '} | "
-                  + " | ".join(timed(nb, label, make, shape, causal, base, q, k, v)
-                               for label, make in pairs or (("restart", restart_kernel), ("relay", kernel))),
-                  flush=True)
-
+RESTART = best(restart_module())  # 11's sweep's kernel, the relay restarted every item
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["sweep"]:
         from helpers.attention_sweep import SEQS
-        main([(d, n) for d in (64, 128) for n in SEQS], (False, True))
+        main([(d, n) for d in (64, 128) for n in SEQS], (False, True), columns)
     else:
-        main([(128, 512), (128, 1024), (64, 512), (128, 2048)], (False, True))
+        main([(128, 512), (128, 1024), (64, 512), (128, 2048)], (False, True), columns)
