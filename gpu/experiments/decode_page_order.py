@@ -24,21 +24,30 @@ from helpers.decode_steps import decode_paged_wave
 SHAPES = [(32, 1024), (32, 8192), (128, 1024), (8, 8192), (1, 131072)]
 
 
-def main():
+def shuffled(kv, table, lengths):
+    """The sweep's cache as it is: pages shuffled through the pool."""
+    return kv, table
+
+
+VARIANTS = [("pages shuffled", decode_paged_wave, shuffled), ("pages in order", decode_paged_wave, decode.pages_in_order)]
+
+
+def compare(variants, shapes=SHAPES):
+    """Each (name, kernel factory, cache) of `variants`, at each shape: the factory's kernel on cache(kv, table,
+    lengths), checked, and timed in rounds with SDPA on the dense keys; one line each."""
     plan_one_wave = helpers.lessons.lesson("12_decoding").plan_one_wave
     dev, target, spec, flush_bytes = setup()
-    print(f"{spec.name}; decode_paged_wave, plan_one_wave; medians of 9 rounds against SDPA in the same rounds")
-    for b, n in SHAPES:
+    print(f"{spec.name}; plan_one_wave; medians of 9 rounds against SDPA in the same rounds")
+    for b, n in shapes:
         splits, chunk = plan_one_wave([n] * b, spec.sm_count)
         q, kv, table, lengths, ref, rounds, sdpa, how = sdpa_case(b, n, spec, flush_bytes)
         print(f"  {how}; {splits} splits of {chunk}")
-        for name, (cache, rows) in (("pages shuffled", (kv, table)),
-                                    ("pages in order", decode.pages_in_order(kv, table, lengths))):
-            shape = (b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk)
-            ex = kernels.build(decode_paged_wave(*shape), target, "tirx")
-            args = [q, cache, rows, lengths, *decode.split_outputs(b, splits)]
-            print(f"    {name:16s} " + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)
+        shape = (b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk)
+        for name, factory, cache in variants:
+            ex = kernels.build(factory(*shape), target, "tirx")
+            args = [q, *cache(kv, table, lengths), lengths, *decode.split_outputs(b, splits)]
+            print(f"    {name:24s} " + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)
 
 
 if __name__ == "__main__":
-    main()
+    compare(VARIANTS)
