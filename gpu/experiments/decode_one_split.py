@@ -72,19 +72,30 @@ def against_sdpa(ex, dev, args, ref, rounds, sdpa) -> str:
             f"{ratio:.3f} [{lo:.3f}-{hi:.3f}], error {err:.0e}")
 
 
-def main():
+def shuffled(kv, table, lengths):
+    """The sweep's cache as it is: pages shuffled through the pool."""
+    return kv, table
+
+
+def compare(variants, shapes):
+    """Each (name, kernel factory, cache) of `variants`, at each shape: the factory's kernel on cache(kv, table,
+    lengths), checked, and timed in rounds with SDPA on the dense keys; one line each."""
     plan_one_wave = helpers.lessons.lesson("12_decoding").plan_one_wave
     dev, target, spec, flush_bytes = setup()
     print(f"{spec.name}; plan_one_wave; medians of 9 rounds against SDPA in the same rounds")
-    for b, n in SHAPES:
+    for b, n in shapes:
         splits, chunk = plan_one_wave([n] * b, spec.sm_count)
         q, kv, table, lengths, ref, rounds, sdpa, how = sdpa_case(b, n, spec, flush_bytes)
         print(f"  {how}; {splits} splits of {chunk}")
         shape = (b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk)
-        for name, factory in VARIANTS:
+        for name, factory, cache in variants:
             ex = kernels.build(factory(*shape), target, "tirx")
-            args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
-            print(f"    {name:20s} " + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)
+            args = [q, *cache(kv, table, lengths), lengths, *decode.split_outputs(b, splits)]
+            print(f"    {name:24s} " + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)
+
+
+def main():
+    compare([(name, factory, shuffled) for name, factory in VARIANTS], SHAPES)
 
 
 def profile(b=32, n=1024):

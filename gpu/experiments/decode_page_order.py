@@ -14,40 +14,13 @@ in 9 rounds alternating with torch's SDPA on the same keys laid out densely (flu
     python gpu/experiments/decode_page_order.py
 """
 
-import helpers
-from decode_one_split import against_sdpa, sdpa_case
-from decode_plans import setup
-from helpers import decode, kernels
-from helpers.decode import HKV, HQ, D
+from decode_one_split import compare, shuffled
+from helpers import decode
 from helpers.decode_steps import decode_paged_wave
 
 SHAPES = [(32, 1024), (32, 8192), (128, 1024), (8, 8192), (1, 131072)]
-
-
-def shuffled(kv, table, lengths):
-    """The sweep's cache as it is: pages shuffled through the pool."""
-    return kv, table
-
-
 VARIANTS = [("pages shuffled", decode_paged_wave, shuffled), ("pages in order", decode_paged_wave, decode.pages_in_order)]
 
 
-def compare(variants, shapes=SHAPES):
-    """Each (name, kernel factory, cache) of `variants`, at each shape: the factory's kernel on cache(kv, table,
-    lengths), checked, and timed in rounds with SDPA on the dense keys; one line each."""
-    plan_one_wave = helpers.lessons.lesson("12_decoding").plan_one_wave
-    dev, target, spec, flush_bytes = setup()
-    print(f"{spec.name}; plan_one_wave; medians of 9 rounds against SDPA in the same rounds")
-    for b, n in shapes:
-        splits, chunk = plan_one_wave([n] * b, spec.sm_count)
-        q, kv, table, lengths, ref, rounds, sdpa, how = sdpa_case(b, n, spec, flush_bytes)
-        print(f"  {how}; {splits} splits of {chunk}")
-        shape = (b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk)
-        for name, factory, cache in variants:
-            ex = kernels.build(factory(*shape), target, "tirx")
-            args = [q, *cache(kv, table, lengths), lengths, *decode.split_outputs(b, splits)]
-            print(f"    {name:24s} " + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)
-
-
 if __name__ == "__main__":
-    compare(VARIANTS)
+    compare(VARIANTS, SHAPES)

@@ -15,7 +15,8 @@ the sweep's shuffled cache; beside the lesson's kernel on the shuffled cache and
 
 import inspect
 
-from decode_page_order import VARIANTS, compare, shuffled
+from decode_one_split import compare, shuffled
+from decode_page_order import SHAPES, VARIANTS
 from helpers import decode, decode_steps
 from lesson_code import edited, module_from_source
 
@@ -39,4 +40,4 @@ def prefetching(ahead):
 
 
 if __name__ == "__main__":
-    compare(VARIANTS[:1] + [(f"prefetch {a}", prefetching(a), shuffled) for a in (2, 4)] + VARIANTS[1:])
+    compare(VARIANTS[:1] + [(f"prefetch {a}", prefetching(a), shuffled) for a in (2, 4)] + VARIANTS[1:], SHAPES)
