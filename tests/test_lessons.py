@@ -80,3 +80,22 @@ def test_the_attention_study_builds_every_kernel_the_notebooks_define():
     assert set(kernels) >= {"mma.sync", "wgmma", "wgmma persistent"}
     for name, (make, _arch) in kernels.items():
         assert make(16, 1024, 128, False).__class__.__name__ == "PrimFunc", name
+
+
+@pytest.mark.parametrize("script, make", [
+    ("relay_items", lambda m: m.restart_module().persistent_flash_attention(512, 1024, 128, True, 132)),
+    ("q_double", lambda m: m.double_q_module().persistent_flash_attention(512, 1024, 64, False, 132)),
+    ("decode_prefetch", lambda m: m.prefetching(2)(32, 32, 8, 128, 16387, 512, 1, 8192)),
+])
+def test_the_studies_that_edit_a_lessons_code_still_find_what_they_edit(script, make):
+    """Some studies time a variant made by editing the lesson's source (each edit must find its text once): a
+    lesson that changes those lines must fail here, on the CPU, not on the GPU machine."""
+    import importlib
+
+    study_dir = str(Path(__file__).resolve().parent.parent / "gpu" / "experiments")
+    sys.path.insert(0, study_dir)
+    try:
+        kernel = make(importlib.import_module(script))
+    finally:
+        sys.path.remove(study_dir)
+    assert kernel.__class__.__name__ == "PrimFunc"
