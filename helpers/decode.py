@@ -130,9 +130,9 @@ def pages_in_order(kv, table, lengths, page: int = PAGE):
     need = -(-np.asarray(lengths) // page)
     used = np.concatenate([table[b, :p] for b, p in enumerate(need)])
     order = np.concatenate([used, np.setdiff1d(np.arange(len(kv)), used)])
-    ordered = np.full_like(table, -1)
+    ordered, ends = np.full_like(table, -1), np.cumsum(need)
     for b, p in enumerate(need):
-        ordered[b, :p] = np.arange(need[:b].sum(), need[:b].sum() + p)
+        ordered[b, :p] = np.arange(ends[b] - p, ends[b])
     return kv[order], ordered
 
 

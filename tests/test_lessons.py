@@ -63,20 +63,17 @@ def test_unknown_lessons_and_names_are_refused_by_name():
         helpers.lessons.lesson("10_flash_attention.ipynb")
 
 
-def test_the_attention_study_builds_every_kernel_the_notebooks_define():
+def test_the_attention_study_builds_every_kernel_the_notebooks_define(monkeypatch):
     """gpu/experiments/10_attention.py times and profiles notebooks 10 and 11's kernels by name: a lesson that
     renames or moves one must not leave the study calling what is gone (it runs only on a GPU machine)."""
     import importlib.util
 
     study_dir = Path(__file__).resolve().parent.parent / "gpu" / "experiments"
-    sys.path.insert(0, str(study_dir))
-    try:
-        spec = importlib.util.spec_from_file_location("attention_study", study_dir / "10_attention.py")
-        study = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(study)
-        kernels = study.lesson_kernels(132)
-    finally:
-        sys.path.remove(str(study_dir))
+    monkeypatch.syspath_prepend(str(study_dir))
+    spec = importlib.util.spec_from_file_location("attention_study", study_dir / "10_attention.py")
+    study = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(study)
+    kernels = study.lesson_kernels(132)
     assert set(kernels) >= {"mma.sync", "wgmma", "wgmma persistent"}
     for name, (make, _arch) in kernels.items():
         assert make(16, 1024, 128, False).__class__.__name__ == "PrimFunc", name
@@ -87,15 +84,10 @@ def test_the_attention_study_builds_every_kernel_the_notebooks_define():
     ("q_double", lambda m: m.double_q_module().persistent_flash_attention(512, 1024, 64, False, 132)),
     ("decode_prefetch", lambda m: m.prefetching(2)(32, 32, 8, 128, 16387, 512, 1, 8192)),
 ])
-def test_the_studies_that_edit_a_lessons_code_still_find_what_they_edit(script, make):
+def test_the_studies_that_edit_a_lessons_code_still_find_what_they_edit(script, make, monkeypatch):
     """Some studies time a variant made by editing the lesson's source (each edit must find its text once): a
     lesson that changes those lines must fail here, on the CPU, not on the GPU machine."""
     import importlib
 
-    study_dir = str(Path(__file__).resolve().parent.parent / "gpu" / "experiments")
-    sys.path.insert(0, study_dir)
-    try:
-        kernel = make(importlib.import_module(script))
-    finally:
-        sys.path.remove(study_dir)
-    assert kernel.__class__.__name__ == "PrimFunc"
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "gpu" / "experiments"))
+    assert make(importlib.import_module(script)).__class__.__name__ == "PrimFunc"

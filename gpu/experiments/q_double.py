@@ -56,8 +56,8 @@ PERSISTENT = {
 def double_q_module():
     """helpers.flash_hopper_persistent with two Q buffers, and its own first_tile waiting on the item's."""
     first = edited(source_of(walk.first_tile), FIRST_TILE, "notebook 11's first_tile")
-    src = edited(inspect.getsource(walk), PERSISTENT, "flash_hopper_persistent")
-    src = src.replace("\n\n@T.macro\ndef init_barriers", "\n\n" + first + "\n\n@T.macro\ndef init_barriers", 1)
+    here = "\n\n@T.macro\ndef init_barriers"  # the edited first_tile goes before it, over the imported one
+    src = edited(inspect.getsource(walk), {**PERSISTENT, here: "\n\n" + first + here}, "flash_hopper_persistent")
     return module_from_source("flash_hopper_double_q", src)
 
 
