@@ -4,12 +4,13 @@ diff against section 3's code (`difflib.unified_diff`), so here it is in full: t
 whose tile macros (first_tile, overlapped_tile) it calls as they are, plus what a walk needs: the
 item a block takes at each turn (`work_item`, or the order a student writes), a count of the K and
 V tiles a block has loaded or used so far (`slot`: the stage and its parity follow from it across
-items, and the tile macros take it where section 3 passed 0), and one more mbarrier, Q_EMPTY, on
-which the producer waits before it loads the next item's Q over the last one. The consumers' turn
-(named barriers 8 and 9) passes on from item to item: consumer 1's first arrival and consumer 0's
-last wait sit outside the walk, so consumer 0 starts its next item while consumer 1 finishes its
-last product (each takes as many turns an item as the other). Its generated CUDA is the one
-recorded."""
+items, and the tile macros take it where section 3 passed 0), and two buffers of Q (item t's in
+buffer t % 2), each with its "full" mbarrier and a Q_EMPTY one on which the producer waits for both
+consumers: it loads the next item's Q while this one runs, so a consumer that ends an item finds the
+next Q waiting. The consumers' turn (named barriers 8 and 9) passes on from item to item: consumer
+1's first arrival and consumer 0's last wait sit outside the walk, so consumer 0 starts its next
+item while consumer 1 finishes its last product (each takes as many turns an item as the other).
+Its generated CUDA is the one recorded."""
 
 from tvm.script import tirx as T
 
@@ -21,11 +22,18 @@ from helpers.lessons.flash_attention import (LOG2E, init_rows, mask_above_diagon
 from helpers.lessons.flash_attention_hopper import (BC_H, BR_H, STAGES, SWIZZLE_128B, first_tile, gemm_o, gemm_s,
                                                     overlapped_tile, pack_p, release, tma_options, tma_tile)
 
-__all__ = ["persistent_flash_attention", "work_item", "in_groups", "Q_EMPTY", "SWIZZLE_128B"]
+__all__ = ["persistent_flash_attention", "work_item", "in_groups", "Q_BUFS", "Q_EMPTY", "SWIZZLE_128B"]
 
-# the mbarriers, in one array: section 3's, and Q_EMPTY, on which the producer waits for both consumers
-Q_FULL, K_FULL, V_FULL = 0, 1, 1 + STAGES
-Q_EMPTY, K_EMPTY, V_EMPTY = 1 + 2 * STAGES, 2 + 2 * STAGES, 2 + 3 * STAGES
+Q_BUFS = 2  # buffers of Q: item t's Q in buffer t % 2 (first_tile reads this, the kernel's module's)
+# the mbarriers, in one array: section 3's with a "full" one per Q buffer, and an "empty" one per Q buffer
+Q_FULL, K_FULL, V_FULL = 0, Q_BUFS, Q_BUFS + STAGES
+Q_EMPTY, K_EMPTY, V_EMPTY = Q_BUFS + 2 * STAGES, 2 * Q_BUFS + 2 * STAGES, 2 * Q_BUFS + 3 * STAGES
+BARS = V_EMPTY + STAGES  # mbarriers in all
+
+
+def q_at(turn, dim):
+    # where item `turn`'s Q buffer starts, in halves: buffer 0 where section 3's Q is, 1 after V's stages
+    return turn % Q_BUFS * (BR_H + 2 * STAGES * BC_H) * dim
 
 
 @T.macro
@@ -33,7 +41,7 @@ def init_barriers(bars, tid):
     if tid == 0:
         for i in T.unroll(Q_EMPTY):  # "full": the producer's one arrival, with the bytes it expects
             T.ptx.mbarrier.init.shared.b64(bars.ptr_to([i]), T.uint32(1))
-        for i in T.unroll(2 + 2 * STAGES):  # "empty": one arrival from each consumer
+        for i in T.unroll(Q_BUFS + 2 * STAGES):  # "empty": one arrival from each consumer
             T.ptx.mbarrier.init.shared.b64(bars.ptr_to([Q_EMPTY + i]), T.uint32(2))
         T.ptx.fence.mbarrier_init.release.cluster()
     T.cuda.cta_sync()
@@ -41,10 +49,12 @@ def init_barriers(bars, tid):
 
 @T.macro(hygienic=False)
 def produce(bh, bx, tiles, turn, seq, dim):
-    # one block's work: its Q once the consumers are done with the last one, then K_j and V_j into the
+    # one item: its Q once the consumers are done with the buffer's last, then K_j and V_j into the
     # stage each frees. slot[0]: tiles loaded before (the stage is slot % STAGES); turn: items before
-    T.cuda.mbarrier_wait(bars.ptr_to([Q_EMPTY]), turn % 2 ^ 1)
-    tma_tile(lambda b: Qs.ptr_to([b, 0, 0]), Q_map, bh * seq + bx * BR_H, bars.ptr_to([Q_FULL]), dim // 64,
+    qb = T.meta_var(turn % Q_BUFS)  # the item's Q buffer
+    Qs = T.decl_buffer((dim // 64, BR_H, 64), "float16", pool.data, elem_offset=q_at(turn, dim), scope="shared.dyn")
+    T.cuda.mbarrier_wait(bars.ptr_to([Q_EMPTY + qb]), turn // Q_BUFS % 2 ^ 1)
+    tma_tile(lambda b: Qs.ptr_to([b, 0, 0]), Q_map, bh * seq + bx * BR_H, bars.ptr_to([Q_FULL + qb]), dim // 64,
              BR_H * dim * 2)
     for j in T.serial(tiles):
         st, phase = T.meta_var((slot[0] + j) % STAGES), T.meta_var((slot[0] + j) // STAGES % 2)
@@ -63,12 +73,13 @@ def consume_overlapped(bh, bx, tiles, turn, dim, masked):
     wg, t = T.meta_var(warpgroup - 1), T.meta_var(tid % 128)  # the consumer warpgroup, its thread
     row0 = T.meta_var(bx * BR_H + wg * 64 + t // 32 * 16)  # the first of this warp's 16 rows
     init_rows(o, m, l, dim)
+    Qs = T.decl_buffer((dim // 64, BR_H, 64), "float16", pool.data, elem_offset=q_at(turn, dim), scope="shared.dyn")
     first_tile(turn, slot[0], dim, masked)
     for j in T.serial(tiles - 2 if masked else tiles - 1):  # causal: the diagonal tile's S after the loop too
         overlapped_tile(j, slot[0], dim, False)
     if masked and tiles >= 2:
         overlapped_tile(tiles - 2, slot[0], dim, True)
-    release(Q_EMPTY, 0)
+    release(Q_EMPTY, turn % Q_BUFS)
     st, phase = T.meta_var((slot[0] + tiles - 1) % STAGES), T.meta_var((slot[0] + tiles - 1) // STAGES % 2)
     T.cuda.mbarrier_wait(bars.ptr_to([V_FULL + st]), phase)
     T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
@@ -104,7 +115,7 @@ def in_groups(heads, group):
 def persistent_flash_attention(BH, N, D, causal=False, blocks=None, work_item=work_item):
     check_shape(N, D, BR_H)
     items = BH * N // BR_H  # work items, taken in turn by `blocks` blocks (one per item by default)
-    blocks, at = blocks or items, (BR_H + 2 * STAGES * BC_H) * D * 2  # at: byte offset of the mbarriers
+    blocks, at = blocks or items, (Q_BUFS * BR_H + 2 * STAGES * BC_H) * D * 2  # at: byte offset of the mbarriers
     @T.prim_func
     def main(Q: T.Buffer((BH, N, D), "float16"), K: T.Buffer((BH, N, D), "float16"),
              V: T.Buffer((BH, N, D), "float16"), O: T.Buffer((BH, N, D), "float16")):
@@ -116,11 +127,10 @@ def persistent_flash_attention(BH, N, D, causal=False, blocks=None, work_item=wo
         T.tensormap_encode_tiled(V_map, V.data, D, BH * N, D * 2, 64, BC_H, 1, 1, **tma_options())
         T.device_entry()
         block, tid, warpgroup = T.cta_id([blocks]), T.thread_id([384]), T.warpgroup_id([3])
-        pool = T.alloc_buffer((at + (2 + 4 * STAGES) * 8,), "uint8", scope="shared.dyn", align=1024)
-        Qs = T.decl_buffer((D // 64, BR_H, 64), "float16", data=pool.data, elem_offset=0, scope="shared.dyn")
+        pool = T.alloc_buffer((at + BARS * 8,), "uint8", scope="shared.dyn", align=1024)
         Ks = T.decl_buffer((STAGES, D // 64, BC_H, 64), "float16", data=pool.data, elem_offset=BR_H * D, scope="shared.dyn")
         Vs = T.decl_buffer(Ks.shape, "float16", data=pool.data, elem_offset=(BR_H + STAGES * BC_H) * D, scope="shared.dyn")
-        bars = T.decl_buffer((2 + 4 * STAGES,), "uint64", data=pool.data, elem_offset=at // 8, scope="shared.dyn")
+        bars = T.decl_buffer((BARS,), "uint64", data=pool.data, elem_offset=at // 8, scope="shared.dyn")
         init_barriers(bars, tid)
         slot = T.alloc_local((1,), "int32")  # K and V tiles loaded or used so far (produce, consume count them)
         slot[0] = 0

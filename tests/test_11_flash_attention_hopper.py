@@ -184,6 +184,21 @@ def test_the_persistent_consumers_hand_the_turn_on_across_items():
     assert "wgmma" not in last and "mbarrier" not in last  # after the walk's last product
 
 
+def test_the_persistent_kernel_sets_up_each_mbarrier_of_its_array_once():
+    """Two Q buffers bring a "full" and an "empty" mbarrier each: the kernel sets up every barrier of its
+    array once, the producer's ("full", one arrival) before the consumers' ("empty", two), and none past
+    its end (with one Q buffer the kernel once set up an "empty" barrier more than its array held)."""
+    import re
+
+    for dim in (64, 128):
+        src = cuda(walk.persistent_flash_attention(512, 1024, dim, False, 132))
+        inits = re.findall(r"mbarrier_init_init_shared_b64\(.*?pool_ptr\)\[(\d+)\]\)\)\), \(uint\)(\d)\)", src)
+        at = (walk.Q_BUFS * walk.BR_H + 2 * walk.STAGES * walk.BC_H) * dim * 2 // 8
+        assert [int(i) for i, _ in inits] == list(range(at, at + walk.BARS)), inits
+        assert [int(n) for _, n in inits] == [1] * walk.Q_EMPTY + [2] * (walk.BARS - walk.Q_EMPTY)
+    assert walk.Q_BUFS == 2 and walk.BARS == 4 + 4 * walk.STAGES
+
+
 @pytest.mark.parametrize("call, message", [
     (lambda m: m.hopper_flash_attention(16, 4160, 64),
      "sequence length 4160 is not a multiple of the 128-token tiles: pad it to 4224 and mask the padded keys"),

@@ -81,7 +81,7 @@ def test_the_attention_study_builds_every_kernel_the_notebooks_define(monkeypatc
 
 @pytest.mark.parametrize("script, make", [
     ("relay_items", lambda m: m.restart_module().persistent_flash_attention(512, 1024, 128, True, 132)),
-    ("q_double", lambda m: m.double_q_module().persistent_flash_attention(512, 1024, 64, False, 132)),
+    ("q_double", lambda m: m.one_q_module().persistent_flash_attention(512, 1024, 64, False, 132)),
     ("decode_prefetch", lambda m: m.prefetching(2)(32, 32, 8, 128, 16387, 512, 1, 8192)),
 ])
 def test_the_studies_that_edit_a_lessons_code_still_find_what_they_edit(script, make, monkeypatch):
