@@ -15,13 +15,15 @@ that kernel initialized past the end of its array. Each kernel (11's sweep's cho
 included) is checked against the float64 reference and timed in rounds alternating with cuDNN: 32k
 tokens a batch, 16 heads, fp16.
 
-    python gpu/experiments/q_double.py [sweep | long]
+    python gpu/experiments/q_double.py [sweep | long | profile]
 """
 
 import inspect
 import sys
 
+import helpers
 from helpers import flash_hopper_persistent as walk
+from helpers.attention import attention_flops
 
 from exp_poly import best, main  # 11's sweep's kernel, and its rounds against cuDNN
 from lesson_code import edited, module_from_source
@@ -53,11 +55,49 @@ def long_columns(d):
 
 
 ONE_Q = best(one_q_module())  # 11's sweep's kernel with one Q buffer
+PROFILED = {"one": ONE_Q, "two": best(), "padded": best(one_q_padded_module())}  # `profile`'s kernels
+PROFILE_SHAPE = (2, 16, 16384, 128)  # where two buffers cost 2%: b, h, n, d; not causal
+
+
+def launch(name):
+    """(Run by `profile` under ncu.) PROFILED[name] at PROFILE_SHAPE, launched 4 times on torch tensors, its
+    first 256 rows of head 0 checked against float64."""
+    import torch
+
+    from helpers import baselines
+
+    b, h, n, d = PROFILE_SHAPE
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(b * h, n, d, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
+    out = torch.empty_like(q)
+    ex = helpers.build(PROFILED[name](b * h, n, d, False), "sm_90a", tir_pipeline="tirx")
+    call = baselines.on_torch_stream(ex.mod["main"], helpers.device(), [q, k, v, out])
+    for _ in range(4):
+        call()
+    torch.cuda.synchronize()
+    qf, kf, vf = (t[0].double() for t in (q, k, v))
+    ref = torch.softmax(qf[:256] @ kf.T / d**0.5, -1) @ vf
+    print(f"{name}: relative error {float((out[0, :256].double() - ref).norm() / ref.norm()):.1e}")
+
+
+def profile():
+    """The three kernels under Nsight Compute at PROFILE_SHAPE: where their warps wait, how busy the tensor
+    and exponential pipes are, and at what clock."""
+    from ncu import NCU_MENTIONED, TENSOR_PIPE_ROWS, ncu_rows, profile_side_by_side
+
+    rows = ncu_rows(attention_flops(*PROFILE_SHAPE, False), TENSOR_PIPE_ROWS)
+    return profile_side_by_side(__file__, list(PROFILED), rows, "x".join(map(str, PROFILE_SHAPE)) + " fp16 attention",
+                                ("tensor", "gmma", "pipe_xu", "pipe_fma", "clock", *NCU_MENTIONED))
+
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["sweep"]:
         from helpers.attention_sweep import SEQS
         main([(d, n) for d in (64, 128) for n in SEQS], (False, True), columns)
+    elif sys.argv[1:2] == ["profile"]:
+        sys.exit(profile())
+    elif sys.argv[1:2] == ["launch"]:
+        launch(sys.argv[2])
     elif sys.argv[1:2] == ["long"]:  # where the sweep at 5118154 found two buffers 1-3% behind
         main([(128, 4096), (128, 16384), (128, 4096), (128, 16384)], (False,), long_columns)
     else:
