@@ -13,8 +13,8 @@ alternate across items as within one, and consumer 0 starts its next item while 
 its last product. Since commit b21677b the lesson's kernel (`helpers.flash_hopper_persistent`) is the
 relay, and `restart_module` edits a copy of its source back to the restart (failing if the lines are
 not there once); the run at 344a833 (`results/relay_items.sweep.txt`) had the two the other way
-round, "lesson" the restart and "relay" the edited copy. Since the lesson's kernel took two Q buffers (after 5118154), the restart
-has them too.
+round, "lesson" the restart and "relay" the edited copy. Since the lesson's kernel took two Q buffers
+(after 5118154), the restart has them too.
 
 Each kernel (11's sweep's choice, its softmax included) is checked against the float64 reference and
 timed in rounds alternating with cuDNN: 32k tokens a batch, 16 heads, fp16.
