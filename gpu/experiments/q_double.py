@@ -15,7 +15,7 @@ that kernel initialized past the end of its array. Each kernel (11's sweep's cho
 included) is checked against the float64 reference and timed in rounds alternating with cuDNN: 32k
 tokens a batch, 16 heads, fp16.
 
-    python gpu/experiments/q_double.py [sweep | long | profile]
+    python gpu/experiments/q_double.py [sweep | long | profile [long | short]]
 """
 
 import inspect
@@ -46,7 +46,7 @@ def one_q_padded_module():
 
 # 11's sweep's kernel with one Q buffer, with the lesson's two, and with one in two buffers' shared memory
 ONE_Q, TWO_Q, PADDED = best(one_q_module()), best(), best(one_q_padded_module())
-PROFILED = {"one": ONE_Q, "two": TWO_Q, "padded": PADDED}  # `profile`'s kernels
+PROFILED = {"one": ONE_Q, "two": TWO_Q, "padded": PADDED, "cudnn": None}  # `profile`'s kernels (None: cuDNN's)
 
 
 def columns(d):
@@ -57,38 +57,51 @@ def columns(d):
 def long_columns(d):
     """As `columns`, and one Q buffer in two buffers' shared memory."""
     return columns(d) + [("one Q, padded", PADDED)]
-PROFILE_SHAPE = (2, 16, 16384, 128)  # where two buffers cost 2%: b, h, n, d; not causal
 
 
-def launch(name):
-    """(Run by `profile` under ncu.) PROFILED[name] at PROFILE_SHAPE, launched 4 times on torch tensors, its
-    first 256 rows of head 0 checked against float64."""
+# `profile`'s shapes (b, h, n, d; not causal) and kernels: where two buffers cost 2%, and where cuDNN leads most
+PROFILES = {"long": ((2, 16, 16384, 128), ["one", "two", "padded", "cudnn"]),
+            "short": ((64, 16, 512, 128), ["one", "two", "cudnn"])}
+
+
+def launch(name, shape):
+    """(Run by `profile` under ncu.) PROFILED[name] at `shape`, launched 4 times on inputs copied from the host
+    (no kernel runs before, so ncu's --launch-skip 2 profiles the third call); the first 256 rows of head 0
+    checked against float64."""
+    import numpy as np
     import torch
 
     from helpers import baselines
+    from helpers.attention import sdpa
 
-    b, h, n, d = PROFILE_SHAPE
-    g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (torch.randn(b * h, n, d, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
-    out = torch.empty_like(q)
-    ex = helpers.build(PROFILED[name](b * h, n, d, False), "sm_90a", tir_pipeline="tirx")
-    call = baselines.on_torch_stream(ex.mod["main"], helpers.device(), [q, k, v, out])
-    for _ in range(4):
-        call()
+    b, h, n, d = shape
+    rng = np.random.default_rng(0)
+    q, k, v = (torch.from_numpy(rng.standard_normal((b * h, n, d), dtype=np.float32).astype(np.float16)).cuda()
+               for _ in range(3))
+    if PROFILED[name] is None:
+        for _ in range(4):
+            out = sdpa("CUDNN_ATTENTION", b, h)(torch, q, k, v).reshape(b * h, n, d)
+    else:
+        out = torch.empty_like(q)
+        ex = helpers.build(PROFILED[name](b * h, n, d, False), "sm_90a", tir_pipeline="tirx")
+        call = baselines.on_torch_stream(ex.mod["main"], helpers.device(), [q, k, v, out])
+        for _ in range(4):
+            call()
     torch.cuda.synchronize()
     qf, kf, vf = (t[0].double() for t in (q, k, v))
     ref = torch.softmax(qf[:256] @ kf.T / d**0.5, -1) @ vf
     print(f"{name}: relative error {float((out[0, :256].double() - ref).norm() / ref.norm()):.1e}")
 
 
-def profile():
-    """The three kernels under Nsight Compute at PROFILE_SHAPE: where their warps wait, how busy the tensor
-    and exponential pipes are, and at what clock."""
+def profile(which):
+    """PROFILES[which]'s kernels under Nsight Compute: where their warps wait, how busy the tensor and
+    exponential pipes are, and at what clock."""
     from ncu import NCU_MENTIONED, TENSOR_PIPE_ROWS, ncu_rows, profile_side_by_side
 
-    rows = ncu_rows(attention_flops(*PROFILE_SHAPE, False), TENSOR_PIPE_ROWS)
-    return profile_side_by_side(__file__, list(PROFILED), rows, "x".join(map(str, PROFILE_SHAPE)) + " fp16 attention",
-                                ("tensor", "gmma", "pipe_xu", "pipe_fma", "clock", *NCU_MENTIONED))
+    shape, kernels = PROFILES[which]
+    rows = ncu_rows(attention_flops(*shape, False), TENSOR_PIPE_ROWS)
+    return profile_side_by_side(__file__, kernels, rows, "x".join(map(str, shape)) + " fp16 attention",
+                                ("tensor", "gmma", "pipe_xu", "pipe_fma", "clock", *NCU_MENTIONED), (which,))
 
 
 if __name__ == "__main__":
@@ -96,9 +109,9 @@ if __name__ == "__main__":
         from helpers.attention_sweep import SEQS
         main([(d, n) for d in (64, 128) for n in SEQS], (False, True), columns)
     elif sys.argv[1:2] == ["profile"]:
-        sys.exit(profile())
+        sys.exit(profile(sys.argv[2] if len(sys.argv) > 2 else "long"))
     elif sys.argv[1:2] == ["launch"]:
-        launch(sys.argv[2])
+        launch(sys.argv[2], PROFILES[sys.argv[3]][0])
     elif sys.argv[1:2] == ["long"]:  # where the sweep at 5118154 found two buffers 1-3% behind
         main([(128, 4096), (128, 16384), (128, 4096), (128, 16384)], (False,), long_columns)
     else:
