@@ -16,7 +16,10 @@ It needs the next item's Q loaded before this item's last turn: the two Q buffer
 Each kernel (11's sweep's choice, its softmax included) is checked against the float64 reference and
 timed in rounds alternating with cuDNN: 32k tokens a batch, 16 heads, fp16.
 
-    python gpu/experiments/stream_items.py [sweep]
+`causal`: where 11's sweep launches a block per causal item (head dim 128 from 2k, 64 from 8k), also
+the streamed kernel persistent with the items in groups.
+
+    python gpu/experiments/stream_items.py [sweep | causal]
 """
 
 import inspect
@@ -106,9 +109,28 @@ def columns(d):
     return [("lesson", LESSON), ("streamed", STREAMED)]
 
 
+def grouped(bh, n, d, causal):
+    """The streamed kernel, persistent, causal items in groups (11's `in_groups`): 16 heads a group, fewer where
+    a group's K and V would not fit in L2 (16 x 4 x n x d bytes)."""
+    import helpers
+    from helpers.flash_hopper_softmax import hopper_softmax, with_softmax
+
+    spec, walk_ = helpers.local_gpu_spec(), sys.modules["flash_hopper_streamed"]
+    group = next(g for g in (16, 8, 4, 2, 1) if g * 4 * n * d <= spec.l2_bytes and bh % g == 0)
+    return with_softmax(hopper_softmax(int(d == 64)), walk_.persistent_flash_attention, bh, n, d, causal,
+                        spec.sm_count, walk_.in_groups(bh, group))
+
+
+def causal_columns(d):
+    """Causal beyond where 11 walks items in groups: its block per item, streamed persistent in groups."""
+    return columns(d) + [("streamed, in groups", grouped)]
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["sweep"]:
         from helpers.attention_sweep import SEQS
         main([(d, n) for d in (64, 128) for n in SEQS], (False, True), columns)
+    elif sys.argv[1:2] == ["causal"]:  # where 11's sweep launches a block per causal item
+        main([(128, 2048), (128, 4096), (128, 8192), (128, 16384), (64, 8192), (64, 16384)], (True,), causal_columns)
     else:
         main([(128, 512), (128, 1024), (128, 2048), (64, 512), (128, 16384)], (False, True), columns)
