@@ -9,6 +9,8 @@ row's statistics then merge 2 x 512 partial states by Chan's formula, as the lan
 The schedule is 09's (`fastest_layer_norm`'s steps): the chain axis is a spatial loop inside each
 thread's pass. Checked against the float64 reference, timed in 7 rounds alternating with the float4
 copy of the same bytes (2^26 fp16 values, 256 MiB moved: well beyond L2).
+(Found, c15ef6b on an H200, `results/ln_two_chains.txt`: slower, 79.0 -> 74.8% of the copy at 32k and
+89.7 -> 86.4% at 16k; the chain is not what holds the long rows. Not taken.)
 
     python gpu/experiments/ln_two_chains.py
 """
