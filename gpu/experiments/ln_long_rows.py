@@ -50,6 +50,18 @@ def against_copy(runs, nbytes, dev, target, rounds=7):
     return times
 
 
+def report_against_copy(runs, nbytes, dev, target, width=28):
+    """`against_copy`'s rounds, a line a kernel: median ms, GB/s (read and written), and % of the copy of the
+    same bytes, the median with the quartiles of the per-round ratios."""
+    times = against_copy(runs, nbytes, dev, target)
+    copy = statistics.median(times["copy, float4"])
+    for k, t in times.items():
+        ms = statistics.median(t)
+        q = np.percentile([copy / x for x in t], [25, 75])
+        print(f"  {k:{width}s} {ms:.4f} ms  {2 * nbytes / ms / 1e6:6,.0f} GB/s  {copy / ms:6.1%} [{q[0]:.1%}-{q[1]:.1%}] "
+              "of this copy", flush=True)
+
+
 def main():
     ns = lesson()
     dev, target = helpers.device(), helpers.make_target()

@@ -15,15 +15,13 @@ copy of the same bytes (2^26 fp16 values, 256 MiB moved: well beyond L2).
     python gpu/experiments/ln_two_chains.py
 """
 
-import statistics
-
 import numpy as np
 from tvm.script import ir as I
 from tvm.script import tirx as T
 
 import helpers
 from helpers import bench, kernels, reduction_tables
-from ln_long_rows import against_copy, lesson
+from ln_long_rows import lesson, report_against_copy
 
 SHAPES = [(2048, 32768), (4096, 16384)]
 
@@ -101,13 +99,7 @@ def main():
             print(f"  {m}x{n} {name}: {regs} registers, rel. error {err:.1e}", flush=True)
             if err < 2e-3:
                 runs[f"{m}x{n} {name}"] = (ex, args)
-        times = against_copy(runs, xn.nbytes, dev, target)
-        copy = statistics.median(times["copy, float4"])
-        for k, t in times.items():
-            ms = statistics.median(t)
-            q = np.percentile([copy / x for x in t], [25, 75])
-            print(f"  {k:28s} {ms:.4f} ms  {2 * xn.nbytes / ms / 1e6:6,.0f} GB/s  {copy / ms:6.1%} [{q[0]:.1%}-{q[1]:.1%}] "
-                  "of this copy", flush=True)
+        report_against_copy(runs, xn.nbytes, dev, target, 28)
 
 
 if __name__ == "__main__":

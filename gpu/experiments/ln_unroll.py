@@ -10,13 +10,11 @@ copy of the same bytes (well beyond L2, back to back); median ms and % of that c
     python gpu/experiments/ln_unroll.py
 """
 
-import statistics
-
 import numpy as np
 
 import helpers
 from helpers import bench, kernels, reduction_tables
-from ln_long_rows import against_copy, lesson
+from ln_long_rows import lesson, report_against_copy
 
 SHAPES = [(2048, 32768), (4096, 16384), (8192, 8192)]
 
@@ -52,13 +50,7 @@ def main():
             print(f"  {name}: {regs} registers, rel. error {err:.1e}", flush=True)
             if err < 2e-3:
                 runs[name] = (ex, args)
-        times = against_copy(runs, xn.nbytes, dev, target)
-        copy = statistics.median(times["copy, float4"])
-        for k, t in times.items():
-            ms = statistics.median(t)
-            q = np.percentile([copy / x for x in t], [25, 75])
-            print(f"  {k:24s} {ms:.4f} ms  {2 * xn.nbytes / ms / 1e6:6,.0f} GB/s  {copy / ms:6.1%} of this copy"
-                  f" [{q[0]:.1%}-{q[1]:.1%}]  {2 * xn.nbytes / ms / 1e6 / 2982:5.1%} of 2,982", flush=True)
+        report_against_copy(runs, xn.nbytes, dev, target, 24)
 
 
 if __name__ == "__main__":
