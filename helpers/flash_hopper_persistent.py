@@ -6,10 +6,13 @@ item a block takes at each turn (`work_item`, or the order a student writes), a 
 V tiles a block has loaded or used so far (`slot`: the stage and its parity follow from it across
 items, and the tile macros take it where section 3 passed 0), and two buffers of Q (item t's in
 buffer t % 2), each with its "full" mbarrier and a Q_EMPTY one on which the producer waits for both
-consumers: it loads the next item's Q while this one runs, so a consumer that ends an item finds the
-next Q waiting. The consumers' turn (named barriers 8 and 9) passes on from item to item: consumer
-1's first arrival and consumer 0's last wait sit outside the walk, so consumer 0 starts its next
-item while consumer 1 finishes its last product (each takes as many turns an item as the other).
+consumers: it loads the next item's Q while this one runs. That lets a consumer's tiles run as one
+stream across items (`next_item_tile`): an item's last P V goes out with the next item's first S, in
+one turn, as `overlapped_tile` pairs the tiles within an item, and the next item's softmax runs while
+that P V finishes; the item's O is stored after it, its row sums kept aside (`l_done`). The
+consumers' turn (named barriers 8 and 9) passes on from item to item: consumer 1's first arrival and
+consumer 0's last wait sit outside the walk, so consumer 0 starts its next item while consumer 1
+finishes its last product (each takes as many turns an item as the other).
 Its generated CUDA is the one recorded."""
 
 from tvm.script import tirx as T
@@ -68,26 +71,64 @@ def produce(bh, bx, tiles, turn, seq, dim):
 
 
 @T.macro(hygienic=False)
-def consume_overlapped(bh, bx, tiles, turn, dim, masked):
-    # consume with the products of two tiles in flight: tile 0's S first, the last P V after the loop
+def next_item_tile(j, before, turn, nbx, dim, masked):
+    # the item's last P V (tile j) and the next item's first S (row block nbx, Q buffer turn + 1) issued
+    # together, in this consumer's turn; then the next item's softmax while P V runs, and this item's O
+    release(Q_EMPTY, turn % Q_BUFS)  # this item's S are done: its Q buffer may take item turn + 2's
+    st, phase = T.meta_var((before + j) % STAGES), T.meta_var((before + j) // STAGES % 2)
+    nst, nphase = T.meta_var((before + j + 1) % STAGES), T.meta_var((before + j + 1) // STAGES % 2)
+    nQs = T.decl_buffer((dim // 64, BR_H, 64), "float16", pool.data, elem_offset=q_at(turn + 1, dim),
+                        scope="shared.dyn")
+    T.cuda.mbarrier_wait(bars.ptr_to([Q_FULL + (turn + 1) % Q_BUFS]), (turn + 1) // Q_BUFS % 2)
+    T.cuda.mbarrier_wait(bars.ptr_to([K_FULL + nst]), nphase)
+    T.cuda.mbarrier_wait(bars.ptr_to([V_FULL + st]), phase)
+    T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))  # wait for this consumer's turn
+    gemm_s(nQs, Ks, s, desc_a, desc_b, nst, wg, dim)
+    gemm_o(Vs, o, pf, desc_b, st, dim)
+    T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))  # the other consumer's turn
+    T.ptx.wgmma.wait_group.sync.aligned(1)  # S is done; P V may still run
+    release(K_EMPTY, nst)
+    for h in T.unroll(2):  # this item's row sums, kept for its O; the next item's rows start
+        l_done[h] = l[h]
+        m[h] = T.float32(-1e30)
+        l[h] = T.float32(0)
+    if masked:
+        mask_above_diagonal(s, 0, nbx * BR_H + wg * 64 + t // 32 * 16, t % 32, BC_H)
+    online_softmax(s, m, l, mx, alpha, BC_H, LOG2E / dim ** 0.5)
+    T.ptx.wgmma.wait_group.sync.aligned(0)  # P V is done: O and P's registers are free again
+    release(V_EMPTY, st)
+    store_rows(O, o, l_done, bh, row0, t % 32, dim)
+    for i in T.unroll(dim // 2):  # the next item's O starts
+        o[i] = T.float32(0)
+    pack_p(pf, s)
+
+
+@T.macro(hygienic=False)
+def consume_overlapped(bh, bx, tiles, turn, more, nbx, dim, masked):
+    # consume with the products of two tiles in flight, from item to item: the item's first S came with
+    # the last item's last P V (the walk's first, from first_tile); while items follow (`more`), its last
+    # P V goes out with the next item's first S, and the last item's alone
     wg, t = T.meta_var(warpgroup - 1), T.meta_var(tid % 128)  # the consumer warpgroup, its thread
     row0 = T.meta_var(bx * BR_H + wg * 64 + t // 32 * 16)  # the first of this warp's 16 rows
-    init_rows(o, m, l, dim)
     Qs = T.decl_buffer((dim // 64, BR_H, 64), "float16", pool.data, elem_offset=q_at(turn, dim), scope="shared.dyn")
-    first_tile(turn, slot[0], dim, masked)
+    if turn == 0:
+        init_rows(o, m, l, dim)
+        first_tile(turn, slot[0], dim, masked)
     for j in T.serial(tiles - 2 if masked else tiles - 1):  # causal: the diagonal tile's S after the loop too
         overlapped_tile(j, slot[0], dim, False)
     if masked and tiles >= 2:
         overlapped_tile(tiles - 2, slot[0], dim, True)
-    release(Q_EMPTY, turn % Q_BUFS)
-    st, phase = T.meta_var((slot[0] + tiles - 1) % STAGES), T.meta_var((slot[0] + tiles - 1) // STAGES % 2)
-    T.cuda.mbarrier_wait(bars.ptr_to([V_FULL + st]), phase)
-    T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
-    gemm_o(Vs, o, pf, desc_b, st, dim)
-    T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
-    T.ptx.wgmma.wait_group.sync.aligned(0)
-    release(V_EMPTY, st)
-    store_rows(O, o, l, bh, row0, t % 32, dim)
+    if more:
+        next_item_tile(tiles - 1, slot[0], turn, nbx, dim, masked)
+    else:
+        st, phase = T.meta_var((slot[0] + tiles - 1) % STAGES), T.meta_var((slot[0] + tiles - 1) // STAGES % 2)
+        T.cuda.mbarrier_wait(bars.ptr_to([V_FULL + st]), phase)
+        T.ptx.bar.sync(T.uint32(8 + wg), T.uint32(256))
+        gemm_o(Vs, o, pf, desc_b, st, dim)
+        T.ptx.bar.arrive(T.uint32(9 - wg), T.uint32(256))
+        T.ptx.wgmma.wait_group.sync.aligned(0)
+        release(V_EMPTY, st)
+        store_rows(O, o, l, bh, row0, t % 32, dim)
     slot[0] = slot[0] + tiles
 
 
@@ -132,12 +173,13 @@ def persistent_flash_attention(BH, N, D, causal=False, blocks=None, work_item=wo
         Vs = T.decl_buffer(Ks.shape, "float16", data=pool.data, elem_offset=(BR_H + STAGES * BC_H) * D, scope="shared.dyn")
         bars = T.decl_buffer((BARS,), "uint64", data=pool.data, elem_offset=at // 8, scope="shared.dyn")
         init_barriers(bars, tid)
+        turns = T.meta_var((items - block + blocks - 1) // blocks)  # the items this block walks
         slot = T.alloc_local((1,), "int32")  # K and V tiles loaded or used so far (produce, consume count them)
         slot[0] = 0
         if tid < 128:
             T.ptx["setmaxnreg.dec.sync.aligned.u32"](40)  # the producer needs few registers: give them away
             if tid == 0:
-                for turn in T.serial((items - block + blocks - 1) // blocks):
+                for turn in T.serial(turns):
                     bh, bx, tiles = T.meta_var(work_item(block + turn * blocks, N // BR_H, N, causal))
                     produce(bh, bx, tiles, turn, N, D)
         else:
@@ -145,12 +187,14 @@ def persistent_flash_attention(BH, N, D, causal=False, blocks=None, work_item=wo
             s, o, pf = T.alloc_local((BC_H // 2,), "float32"), T.alloc_local((D // 2,), "float32"), T.alloc_local((BC_H // 4,), "uint32")
             desc_a, desc_b = T.alloc_local((1,), "uint64"), T.alloc_local((1,), "uint64")
             m, l = T.alloc_local((2,), "float32"), T.alloc_local((2,), "float32")
+            l_done = T.alloc_local((2,), "float32")  # an item's row sums while the next item's start
             mx, alpha = T.alloc_local((2,), "float32"), T.alloc_local((2,), "float32")
             if warpgroup == 2:
                 T.ptx.bar.arrive(T.uint32(8), T.uint32(256))  # consumer 0 takes the first turn, once
-            for turn in T.serial((items - block + blocks - 1) // blocks):
+            for turn in T.serial(turns):
                 bh, bx, tiles = T.meta_var(work_item(block + turn * blocks, N // BR_H, N, causal))
-                consume_overlapped(bh, bx, tiles, turn, D, causal)
+                nbx = T.meta_var(work_item(block + (turn + 1) * blocks, N // BR_H, N, causal)[1])  # the next item's
+                consume_overlapped(bh, bx, tiles, turn, turn + 1 < turns, nbx, D, causal)
             if warpgroup == 1:
                 T.ptx.bar.sync(T.uint32(8), T.uint32(256))  # consumer 1's last arrival, once
 

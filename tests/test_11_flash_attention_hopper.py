@@ -165,7 +165,8 @@ def test_the_diffs_the_notebook_prints_are_small(nb11):
     no more, since the later steps call the earlier ones' macros (first_tile, the tile's) as they are."""
     pairs = [(nb11.consume, steps.consume_overlap), (steps.consume_overlap, steps.consume_peeled),
              ([steps.peeled_tile, steps.consume_peeled], [nb11.overlapped_tile, nb11.consume_overlapped]),
-             ([nb11.produce, nb11.consume_overlapped], [walk.produce, walk.consume_overlapped])]
+             ([nb11.produce, nb11.overlapped_tile], [walk.produce, walk.next_item_tile]),
+             (nb11.consume_overlapped, walk.consume_overlapped)]
     for before, after in pairs:
         changed = [line for line in attention_sweep.code_diff(before, after).splitlines() if line[:1] in "+-"]
         assert 0 < len(changed) <= 40, attention_sweep.code_diff(before, after)
@@ -182,6 +183,21 @@ def test_the_persistent_consumers_hand_the_turn_on_across_items():
     assert walk_loop.count("bar_sync_count_sync((uint)8,") == 1
     last = walk_loop.split("bar_sync_count_sync((uint)8,", 1)[1]
     assert "wgmma" not in last and "mbarrier" not in last  # after the walk's last product
+
+
+@pytest.mark.parametrize("causal, turns", [(False, ["S + PV", "S + PV", "PV"]), (True, ["S + PV"] * 3 + ["PV"])])
+def test_each_item_s_last_product_goes_out_with_the_next_item_s_first_s(causal, turns):
+    """A consumer's turns at the tensor cores (from its named-barrier wait to its arrival for the other)
+    in the CUDA: the tile loop's S with P V (causal, the diagonal tile's too), then, while items follow,
+    the item's last P V with the next item's first S (`next_item_tile`); only the walk's last item ends
+    with its last P V alone. Before, every item's last P V went alone and its next S after the store."""
+    src = cuda(walk.persistent_flash_attention(512, 1024, 128, causal, 132))
+    consumers = src.split("setmaxnreg_inc_sync_aligned_u32_232();", 1)[1]
+    found = []
+    for turn in consumers.split("bar_sync_count_sync(((uint)((warp_id_in_cta")[1:]:
+        turn = turn.split("bar_arrive_arrive(", 1)[0]
+        found.append(" + ".join(name for name, op in (("S", "_ss_mma_"), ("PV", "_rs_mma_")) if op in turn))
+    assert found == turns
 
 
 def test_the_persistent_kernel_sets_up_each_mbarrier_of_its_array_once():

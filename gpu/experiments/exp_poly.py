@@ -39,7 +39,7 @@ def kernel(bh, n, d, softmax, causal=False, group=16, walk=walk):
     spec = helpers.local_gpu_spec()
     sms, l2 = spec.sm_count, spec.l2_bytes
     group = group // 2 if abs(group * n // walk.BR_H - sms) < sms // 16 else group
-    if causal and n <= {64: 4096, 128: 1024}.get(d, 0) and bh % group == 0 and group * 4 * n * d <= l2:
+    if causal and n <= {64: 8192, 128: 2048}.get(d, 0) and bh % group == 0 and group * 4 * n * d <= l2:
         return with_softmax(softmax, walk.persistent_flash_attention, bh, n, d, True, sms, walk.in_groups(bh, group))
     return with_softmax(softmax, walk.persistent_flash_attention, bh, n, d, causal, None if causal else sms)
 
