@@ -34,7 +34,7 @@ VARIANTS = {"lesson": walk.online_softmax, "hopper_softmax(0)": hopper_softmax(0
 
 def kernel(bh, n, d, softmax, causal=False, group=16, walk=walk):
     """11's sweep's choice (its `best_kernel`), with `softmax`: causal in groups of 16 heads (8 where a group's items
-    would be one wave) to 4k tokens at d = 64 and 1k at 128, else a block per item; not causal, persistent.
+    would be one wave) to 8k tokens at d = 64 and 2k at 128, else a block per item; not causal, persistent.
     `walk`: the module of the persistent kernel (a study's edited copy of `helpers.flash_hopper_persistent`)."""
     spec = helpers.local_gpu_spec()
     sms, l2 = spec.sm_count, spec.l2_bytes
