@@ -45,9 +45,12 @@ def kernel(bh, n, d, softmax, causal=False, group=16, walk=walk):
 
 
 def best(walk=walk):
-    """11's sweep's kernel as the notebook builds it now (hopper_softmax(1) at head dim 64, (0) at 128), its
-    persistent kernel taken from `walk`: build(bh, n, d, causal)."""
-    return lambda bh, n, d, causal: kernel(bh, n, d, hopper_softmax(int(d == 64)), causal, walk=walk)
+    """11's sweep's kernel as the notebook builds it now (at head dim 64 10's softmax without the mask and
+    hopper_softmax(1) with it, hopper_softmax(0) at 128: the fastest in `sweep` at cc3a58c), its persistent
+    kernel taken from `walk`: build(bh, n, d, causal)."""
+    def softmax(d, causal):
+        return hopper_softmax(0) if d == 128 else hopper_softmax(1) if causal else walk.online_softmax
+    return lambda bh, n, d, causal: kernel(bh, n, d, softmax(d, causal), causal, walk=walk)
 
 
 def with_softmax_of(label):
