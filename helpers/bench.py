@@ -160,7 +160,7 @@ class Session:
         self.device = device if device is not None else (env.device() if self.live else None)
         self.results: list[Measurement] = []
         self._rounds = {}  # baseline name -> a function timing one round of it, in ms
-        rec_device = records.recorded_device()
+        rec_device = records.recorded_device(notebook)  # the GPU whose records this notebook shows
         if self.live and device is None:
             self.spec = env.local_gpu_spec()
         elif env.simulated_spec():
@@ -205,7 +205,7 @@ class Session:
     def _recorded(self, name: str) -> Measurement:
         entry = records.recorded(self.notebook, name)
         if entry is None:
-            gpu = self.spec.name if self.spec else records.recorded_gpu()
+            gpu = self.spec.name if self.spec else records.recorded_gpu(self.notebook)
             m = Measurement(name=name, ms=None, source="missing", gpu=gpu, notebook=self.notebook)
         else:
             m = Measurement.from_record(entry)
@@ -421,7 +421,8 @@ class Session:
         """The course's one bandwidth yardstick, as notebook 00 measures it: the faster of two copies
         of 2^26 floats (256 MiB each way, far beyond any L2), one float and a float4 per thread, 256
         threads a block. Timed here on a GPU, so that a "% of copy" divides numbers of one run;
-        elsewhere 00's records (a missing measurement when there are none)."""
+        elsewhere 00's records on the GPU whose records this notebook shows (a missing measurement
+        when there are none)."""
         names = [f"copy 2^26 floats{suffix}" for suffix in ("", ", float4")]
         if self.live:
             a = np.random.default_rng(0).standard_normal(COPY_FLOATS, dtype=np.float32)
@@ -429,12 +430,14 @@ class Session:
                                    lambda: a, bytes=2 * a.nbytes, params={"threads": 256, "vector": vector},
                                    quiet=True) for name, vector in zip(names, (1, 4))]
         else:
-            copies = [m for m in recorded_measurements("00_gpu_architecture") if m.name in names]
+            # from the GPU whose records this notebook shows: a "% of copy" divides numbers of one GPU
+            copies = [m for m in recorded_measurements("00_gpu_architecture", records.recorded_gpu(self.notebook))
+                      if m.name in names]
             self.results.extend(copies)  # in this notebook's table, as on a GPU
         copies = [m for m in copies if m.ok]
         if not copies:
             return Measurement(names[1], None, source="missing", notebook="00_gpu_architecture",
-                               gpu=self.spec.name if self.spec else records.recorded_gpu())
+                               gpu=self.spec.name if self.spec else records.recorded_gpu(self.notebook))
         return max(copies, key=lambda m: m.gbps)
 
     def recorded_or_live(self, name: str) -> Measurement | None:
@@ -451,8 +454,8 @@ COPY_FLOATS = 1 << 26
 
 
 def recorded_measurements(notebook: str, gpu: str | None = None) -> list[Measurement]:
-    """Every measurement a notebook recorded on `gpu` (a results folder name; default: the
-    recorded GPU), falling back to the recorded GPU's; [] when there are none."""
+    """Every measurement a notebook recorded on `gpu` (a results folder name; default: the GPU
+    whose records it shows), falling back to that GPU's; [] when there are none."""
     env.check_notebook(notebook)  # a misspelt name is not a notebook without records
     data = records.load(records.results_path(notebook, gpu))
     if data is None and gpu is not None:

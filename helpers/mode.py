@@ -14,6 +14,10 @@ import os
 
 #: The GPU whose records a machine without a GPU shows (another with COURSE_RECORDED_GPU).
 DEFAULT_RECORDED_GPU = "nvidia-h100-80gb-hbm3"
+#: The notebooks whose records are another GPU's: notebook -> that GPU's results folder. A notebook is
+#: here when its kernel changed while only that GPU was lent to re-record it, so its records and the
+#: prose that quotes them are that GPU's. Drop its entry once it is re-recorded on the default GPU.
+RECORDED_ON = {"11_flash_attention_hopper": "nvidia-h200"}
 #: Set to any word, this makes every recorded time read back up to 15% slower or faster (a fixed
 #: factor per measurement, drawn from the word, the notebook and the name; ratios move with it), as
 #: a live run on a GPU would print other numbers.
@@ -45,9 +49,17 @@ class Mode:
                    compile_every_build=bool(e.get("COURSE_COMPILE_EVERY_BUILD")),
                    out=e.get("OUT") or None)
 
+    def recorded_gpu_for(self, notebook: str | None) -> str:
+        """The GPU whose records `notebook` shows: the one this run asks for (COURSE_RECORDED_GPU), if
+        it asks for another than the default; else the notebook's own (RECORDED_ON), else the default."""
+        if self.recorded_gpu != DEFAULT_RECORDED_GPU:
+            return self.recorded_gpu
+        return RECORDED_ON.get(notebook, DEFAULT_RECORDED_GPU)
+
     @property
     def shows_committed_records(self) -> bool:
-        """Whether records read back are the committed ones of the default GPU, unmoved."""
+        """Whether records read back are the committed ones, unmoved: each notebook's committed GPU's
+        (the default, or its own in RECORDED_ON), not another asked for, and not perturbed."""
         return self.recorded_gpu == DEFAULT_RECORDED_GPU and not self.perturb
 
 

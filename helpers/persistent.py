@@ -27,8 +27,9 @@ def cases(nb, M: int, N: int, K: int):
 
 
 def recorded07(nb, name: str) -> Measurement | None:
-    """Notebook 07's measurement of this name, from its records for this GPU (the recorded one without)."""
-    gpu = records.gpu_slug(nb.spec.name) if nb.live else None
+    """Notebook 07's measurement of this name, from its records for this GPU (without one, for the GPU
+    whose records this notebook shows)."""
+    gpu = records.gpu_slug(nb.spec.name) if nb.live else records.recorded_gpu(nb.notebook)
     return next((m for m in bench.recorded_measurements("07_hopper_wgmma_tma", gpu) if m.name == name), None)
 
 
@@ -159,7 +160,8 @@ def sweep(nb, run: bool, first, searched, persistent, sizes=SIZES) -> dict:
 
 
 def _earlier(nb, notebook, shape):  # that notebook's final kernel at this size, from its records
-    name, gpu = f"final kernel {'x'.join(map(str, shape))}", records.gpu_slug(nb.spec.name) if nb.live else None
+    name = f"final kernel {'x'.join(map(str, shape))}"
+    gpu = records.gpu_slug(nb.spec.name) if nb.live else records.recorded_gpu(nb.notebook)
     found = [m for m in bench.recorded_measurements(notebook, gpu) if m.name == name]
     return found[0] if found else _missing(name)
 

@@ -41,14 +41,17 @@ def recording_enabled() -> bool:
     return mode.current().record
 
 
-def recorded_gpu() -> str:
-    return mode.current().recorded_gpu
+def recorded_gpu(notebook: str | None = None) -> str:
+    """The results folder whose records `notebook` shows (see `mode.Mode.recorded_gpu_for`): the
+    default GPU's, a notebook's own in `mode.RECORDED_ON`, or the one COURSE_RECORDED_GPU names."""
+    return mode.current().recorded_gpu_for(notebook)
 
 
 def shows_committed_records(live: bool) -> bool:
-    """Whether the numbers a notebook prints here are the committed records of the default GPU
-    unchanged: no live GPU, no other GPU's records, no perturbation. Only then can a cell whose
-    output is computed from measurements (tagged `recorded-output`) match its committed output."""
+    """Whether the numbers a notebook prints here are its committed records unchanged (the default
+    GPU's, or its own GPU's in `mode.RECORDED_ON`): no live GPU, no other GPU asked for, no
+    perturbation. Only then can a cell whose output is computed from measurements (tagged
+    `recorded-output`) match its committed output."""
     return not live and mode.current().shows_committed_records
 
 
@@ -67,7 +70,7 @@ def _perturb(data: dict, notebook: str, word: str) -> dict:
 
 
 def results_path(notebook: str, gpu: str | None = None, root: Path | None = None) -> Path:
-    return Path(root or RESULTS_DIR) / (gpu or recorded_gpu()) / f"{notebook}.json"
+    return Path(root or RESULTS_DIR) / (gpu or recorded_gpu(notebook)) / f"{notebook}.json"
 
 
 def load(path: Path) -> dict | None:
@@ -132,9 +135,9 @@ def recorded(notebook: str, name: str, root: Path | None = None) -> dict | None:
     return data["measurements"].get(name)
 
 
-def recorded_device(root: Path | None = None) -> dict | None:
-    """The recorded GPU's attributes (from any of its results files), or None."""
-    folder = Path(root or RESULTS_DIR) / recorded_gpu()
+def recorded_device(notebook: str | None = None, root: Path | None = None) -> dict | None:
+    """The attributes of the GPU whose records `notebook` shows (from any of its results files), or None."""
+    folder = Path(root or RESULTS_DIR) / recorded_gpu(notebook)
     for path in sorted(folder.glob("*.json")):
         data = load(path)
         if data and data.get("device"):

@@ -153,8 +153,9 @@ def measure_tuned(nb, name: str, best, inputs: Inputs, key: str, baseline: Measu
 
 
 def _recorded(nb, notebook: str) -> list[Measurement]:
-    """Every measurement recorded by `notebook` on this GPU (or else on the recorded GPU)."""
-    return recorded_measurements(notebook, records.gpu_slug(nb.spec.name) if nb.live else None)
+    """Every measurement recorded by `notebook` on this GPU (without one, on the GPU whose records this
+    session's notebook shows), else on the GPU whose records `notebook` shows."""
+    return recorded_measurements(notebook, records.gpu_slug(nb.spec.name) if nb.live else records.recorded_gpu(nb.notebook))
 
 
 HAND = [("03_matmul_local_blocking", "float32"), ("04_matmul_shared_blocking", "float32"),

@@ -1,4 +1,5 @@
 import dataclasses
+import json
 import sys
 import types
 
@@ -378,6 +379,29 @@ def test_what_this_gpu_can_do(results_dir, monkeypatch, capsys):
         "this step needs 228 KB of shared memory per block; this Test GPU allows 227 KB, so this step runs with smaller tiles.",
         "k needs more than Test GPU, so the untuned kernel runs.",
         "cp.async needs compute capability 8.0; this Tesla T4 is 7.5, so this step runs with synchronous copies."]
+
+
+@pytest.mark.skipif(helpers.gpu_available(), reason="tests the no-GPU path")
+def test_a_notebook_recorded_on_another_gpu_reads_that_gpus_spec_and_copies(tmp_path, monkeypatch):
+    """A notebook in mode.RECORDED_ON shows that GPU's records: its spec, the GPU a missing result names
+    and the copy ceiling (notebook 00's records) are that GPU's; the other notebooks keep the default's."""
+    monkeypatch.setattr(records, "RESULTS_DIR", tmp_path)
+    monkeypatch.delenv("COURSE_RECORDED_GPU", raising=False)
+    monkeypatch.delenv("COURSE_RECORD", raising=False)
+    monkeypatch.setitem(mode.RECORDED_ON, "02_window_sum", "own-gpu")
+    mode.read()  # as helpers.start does
+    for folder, gpu, ms in ((records.DEFAULT_RECORDED_GPU, "Default GPU", 1.0), ("own-gpu", "Own GPU", 2.0)):
+        copy = dict(name="copy 2^26 floats, float4", ms=ms, bytes=2.0 * 4 * bench.COPY_FLOATS, gpu=gpu,
+                    notebook="00_gpu_architecture")
+        device = dict(name=gpu, compute_capability="9.0", sm_count=132, clock_mhz=1980.0, dram_gbps=3352.0,
+                      l2_bytes=1, shared_memory_per_block=49152, global_memory_bytes=1)
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "00_gpu_architecture.json").write_text(
+            json.dumps(dict(gpu=gpu, device=device, measurements={copy["name"]: copy})))
+    own, other = bench.Session("02_window_sum", quiet=True), bench.Session("01_vector_add", quiet=True)
+    assert own.spec.name == "Own GPU" and other.spec.name == "Default GPU"
+    assert own.copy_ceiling().ms == 2.0 and other.copy_ceiling().ms == 1.0
+    assert own._recorded("never recorded").gpu == "Own GPU"
 
 
 def test_a_notebooks_measurements_on_a_gpu_of_its_own(results_dir):

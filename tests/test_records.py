@@ -87,14 +87,41 @@ def test_what_a_broken_file_lacks_is_named_with_the_way_out(tmp_path):
         records.load(folder / "03.json")
 
 
-def test_the_recorded_gpu_is_the_h100_unless_overridden(monkeypatch):
+def test_the_recorded_gpu_is_the_h100_but_for_a_notebook_recorded_on_another_unless_overridden(monkeypatch):
     monkeypatch.delenv("COURSE_RECORDED_GPU", raising=False)
     mode.read()  # as helpers.start does
     assert records.recorded_gpu() == records.DEFAULT_RECORDED_GPU == "nvidia-h100-80gb-hbm3"
+    assert records.recorded_gpu("09_reductions") == records.DEFAULT_RECORDED_GPU
     assert records.results_path("01_vector_add").parts[-3:] == ("results", "nvidia-h100-80gb-hbm3", "01_vector_add.json")
+    # notebook 11's kernel changed while only an H200 was lent: its records are the H200's
+    assert records.recorded_gpu("11_flash_attention_hopper") == mode.RECORDED_ON["11_flash_attention_hopper"] == "nvidia-h200"
+    assert records.results_path("11_flash_attention_hopper").parts[-2:] == ("nvidia-h200", "11_flash_attention_hopper.json")
+    assert mode.current().shows_committed_records  # a notebook's own GPU's records are its committed ones
     monkeypatch.setenv("COURSE_RECORDED_GPU", "tesla-t4")
     mode.read()  # as helpers.start does
     assert records.results_path("01_vector_add", root=records.Path("r")) == records.Path("r/tesla-t4/01_vector_add.json")
+    assert records.recorded_gpu("11_flash_attention_hopper") == records.recorded_gpu("09_reductions") == "tesla-t4"
+    assert not mode.current().shows_committed_records
+    monkeypatch.setenv("COURSE_RECORDED_GPU", records.DEFAULT_RECORDED_GPU)  # naming the default asks for nothing else
+    mode.read()
+    assert records.recorded_gpu("11_flash_attention_hopper") == "nvidia-h200"
+
+
+def test_each_notebook_recorded_on_another_gpu_has_its_records_there(monkeypatch):
+    """An entry of RECORDED_ON names a notebook, and a GPU folder that holds its records, and notebook
+    00's: a session takes its copy ceiling from 00's records on the GPU its notebook shows."""
+    monkeypatch.delenv("COURSE_RECORDED_GPU", raising=False)
+    mode.read()
+    notebooks = records.RESULTS_DIR.parent
+    for notebook, gpu in mode.RECORDED_ON.items():
+        assert gpu != records.DEFAULT_RECORDED_GPU, f"{notebook}: an entry for the default GPU is no exception"
+        assert (notebooks / f"{notebook}.ipynb").is_file(), f"RECORDED_ON names {notebook}, which is no notebook"
+        for name in (notebook, "00_gpu_architecture"):
+            data = records.load(records.RESULTS_DIR / gpu / f"{name}.json")
+            assert data and data["measurements"], f"{gpu}/ holds no records of {name}"
+            assert records.gpu_slug(data["gpu"]) == gpu
+        assert records.gpu_slug(records.recorded_device(notebook)["name"]) == gpu
+    assert records.recorded_device("09_reductions")["name"] == "NVIDIA H100 80GB HBM3"
 
 
 def test_records_are_read_from_the_folder_given(results_dir, tmp_path_factory):

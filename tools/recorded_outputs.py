@@ -5,8 +5,9 @@ such a cell must print nothing measured: on a GPU the numbers are live, and `pyt
 pass too. A table or chart computed from measurements (06's summaries, a "% of cuBLAS" table)
 still deserves checking, because a wrong formula shows in it: tag its cell `recorded-output`.
 This pytest plugin (loaded by the repository's conftest.py) compares such a cell, text and
-charts, only where the notebook shows the committed records unchanged (no GPU, the default
-GPU's records, no perturbation: `records.shows_committed_records`); elsewhere it runs unchecked.
+charts, only where the notebook shows the committed records unchanged (no GPU, its committed
+GPU's records: the default's, or its own in `helpers.mode.RECORDED_ON`; no perturbation:
+`records.shows_committed_records`); elsewhere it runs unchecked.
 
 After the records change, rewrite those outputs from them, on a machine without a GPU:
 
