@@ -80,7 +80,6 @@ def test_the_attention_study_builds_every_kernel_the_notebooks_define(monkeypatc
 
 
 @pytest.mark.parametrize("script, make", [
-    ("relay_items", lambda m: m.restart_module().persistent_flash_attention(512, 1024, 128, True, 132)),
     ("q_double", lambda m: m.one_q_module().persistent_flash_attention(512, 1024, 64, False, 132)),
     ("decode_prefetch", lambda m: m.prefetching(2)(32, 32, 8, 128, 16387, 512, 1, 8192)),
 ])
@@ -91,3 +90,16 @@ def test_the_studies_that_edit_a_lessons_code_still_find_what_they_edit(script, 
 
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "gpu" / "experiments"))
     assert make(importlib.import_module(script)).__class__.__name__ == "PrimFunc"
+
+
+
+@pytest.mark.parametrize("script, make", [("relay_items", "restart_module"), ("stream_items", "streamed_module")])
+def test_the_studies_of_a_walk_before_the_stream_say_so(script, make, monkeypatch):
+    """relay_items (the relay restarted every item) and stream_items (the stream added to the walk) edit
+    the walk as it was before next_item_tile: with the stream in the lesson there is nothing to edit, and
+    they say which commit to run them at, not a failed text match."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "gpu" / "experiments"))
+    with pytest.raises(LookupError, match="next_item_tile, since 0fd801d.*40c7641"):
+        getattr(importlib.import_module(script), make)()

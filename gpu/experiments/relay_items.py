@@ -43,7 +43,12 @@ ONCE = ("            if warpgroup == 2:\n"
 
 
 def restart_module():
-    """helpers.flash_hopper_persistent with the relay started afresh in every item, as before b21677b."""
+    """helpers.flash_hopper_persistent with the relay started afresh in every item, as before b21677b. Since
+    0fd801d a consumer's tiles run as one stream across items (`next_item_tile`), so there is no item's end
+    to restart the relay at: this refuses, and the study runs at 40c7641 or earlier."""
+    if hasattr(walk, "next_item_tile"):
+        raise LookupError("no relay to restart: the lesson's walk streams a consumer's tiles across items "
+                          "(next_item_tile, since 0fd801d); run relay_items.py at 40c7641 or earlier")
     edits = dict([START, END, (ONCE[0], ""), (ONCE[1], "")])
     return module_from_source("flash_hopper_restart", edited(inspect.getsource(walk), edits, "flash_hopper_persistent"))
 
@@ -53,9 +58,8 @@ def columns(d):
     return [("restart", RESTART), ("relay", best())]
 
 
-RESTART = best(restart_module())  # 11's sweep's kernel, the relay restarted every item
-
 if __name__ == "__main__":
+    RESTART = best(restart_module())  # 11's sweep's kernel, the relay restarted every item
     if sys.argv[1:2] == ["sweep"]:
         from helpers.attention_sweep import SEQS
         main([(d, n) for d in (64, 128) for n in SEQS], (False, True), columns)
