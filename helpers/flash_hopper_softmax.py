@@ -6,8 +6,10 @@ consumer's tile of 64 x 128 scores needs 8,192 exponentials (512 clocks) beside 
 FLOP of products (512 clocks at d = 64, 1,024 at d = 128): at head dim 64 the exponentials take as
 long as the products. Three changes, each measured (`gpu/experiments/exp_poly.py`):
 
-- `ex2.approx.ftz`: CUDA's exp2f is ex2.approx.f32, which wraps MUFU.EX2 in a compare and two
-  predicated multiplies for results below 2^-126 (zero in fp16's P anyway);
+- `ex2.approx.ftz` written out: without fast math CUDA's exp2f is ex2.approx.f32, which wraps
+  MUFU.EX2 in a compare and two predicated multiplies for results below 2^-126 (zero in fp16's P
+  anyway); TVM compiles with --use_fast_math, which makes exp2f ex2.approx.ftz already, so here it
+  only keeps the macro independent of that flag (alone it measured level with the lesson's);
 - the row maximum of the raw scores, scaled once (scale > 0), not each pair's maximum scaled;
 - `share` of every 8 column pairs' exponentials on the FMA units instead of MUFU (`exp2_fma`), as
   FlashAttention-4 does on Blackwell: 1 of 8 at head dim 64; at 128, MUFU has room and the
