@@ -174,6 +174,13 @@ class Session:
         if not quiet:
             print(env.banner_line(self.spec if self.live else None, self._recorded_meta))
 
+    @property
+    def records_gpu(self) -> str:
+        """The results folder this session reads records from, its own notebook's or an earlier one's:
+        this GPU's when live, else the GPU whose records its notebook shows, so that numbers set side
+        by side (a "% of copy", an earlier lesson's kernel) come from one GPU."""
+        return records.gpu_slug(self.spec.name) if self.live else records.recorded_gpu(self.notebook)
+
     def _first_record(self) -> dict | None:
         data = records.load(records.results_path(self.notebook))
         if not data or not data["measurements"]:
@@ -430,9 +437,7 @@ class Session:
                                    lambda: a, bytes=2 * a.nbytes, params={"threads": 256, "vector": vector},
                                    quiet=True) for name, vector in zip(names, (1, 4))]
         else:
-            # from the GPU whose records this notebook shows: a "% of copy" divides numbers of one GPU
-            copies = [m for m in recorded_measurements("00_gpu_architecture", records.recorded_gpu(self.notebook))
-                      if m.name in names]
+            copies = [m for m in recorded_measurements("00_gpu_architecture", self.records_gpu) if m.name in names]
             self.results.extend(copies)  # in this notebook's table, as on a GPU
         copies = [m for m in copies if m.ok]
         if not copies:

@@ -11,7 +11,7 @@ import tempfile
 
 import numpy as np
 
-from . import autotune, bench, env, kernels, lessons, matmul, plots, records, tuned, tuning
+from . import autotune, bench, env, kernels, lessons, matmul, plots, tuned, tuning
 from .measurement import Measurement
 
 
@@ -29,8 +29,7 @@ def cases(nb, M: int, N: int, K: int):
 def recorded07(nb, name: str) -> Measurement | None:
     """Notebook 07's measurement of this name, from its records for this GPU (without one, for the GPU
     whose records this notebook shows)."""
-    gpu = records.gpu_slug(nb.spec.name) if nb.live else records.recorded_gpu(nb.notebook)
-    return next((m for m in bench.recorded_measurements("07_hopper_wgmma_tma", gpu) if m.name == name), None)
+    return next((m for m in bench.recorded_measurements("07_hopper_wgmma_tma", nb.records_gpu) if m.name == name), None)
 
 
 def ladder_table(steps, *cases) -> str:
@@ -161,8 +160,7 @@ def sweep(nb, run: bool, first, searched, persistent, sizes=SIZES) -> dict:
 
 def _earlier(nb, notebook, shape):  # that notebook's final kernel at this size, from its records
     name = f"final kernel {'x'.join(map(str, shape))}"
-    gpu = records.gpu_slug(nb.spec.name) if nb.live else records.recorded_gpu(nb.notebook)
-    found = [m for m in bench.recorded_measurements(notebook, gpu) if m.name == name]
+    found = [m for m in bench.recorded_measurements(notebook, nb.records_gpu) if m.name == name]
     return found[0] if found else _missing(name)
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import numpy as np
 import tvm
 
-from . import records
 from .bench import Measurement, recorded_measurements, relative_error, run as run_kernel
 from .kernels import cuda_source
 from .tuned import committed_database
@@ -155,7 +154,7 @@ def measure_tuned(nb, name: str, best, inputs: Inputs, key: str, baseline: Measu
 def _recorded(nb, notebook: str) -> list[Measurement]:
     """Every measurement recorded by `notebook` on this GPU (without one, on the GPU whose records this
     session's notebook shows), else on the GPU whose records `notebook` shows."""
-    return recorded_measurements(notebook, records.gpu_slug(nb.spec.name) if nb.live else records.recorded_gpu(nb.notebook))
+    return recorded_measurements(notebook, nb.records_gpu)
 
 
 HAND = [("03_matmul_local_blocking", "float32"), ("04_matmul_shared_blocking", "float32"),
