@@ -23,12 +23,11 @@ copy of the same bytes (2^26 fp16 values, 256 MiB moved). `profile`: 09's kernel
 
 import sys
 
-import numpy as np
 from tvm.script import tirx as T
 
 import helpers
-from helpers import bench, kernels, reduction_tables
-from ln_long_rows import lesson, report_against_copy
+from helpers import reduction_tables
+from ln_scale_shift import launch, profile, time_variants
 
 SHAPES = [(2048, 32768), (4096, 16384), (8192, 8192)]
 
@@ -39,6 +38,28 @@ def issue_row(ring, X, slot, row, tid, threads, vecs):
     for v in T.unroll(vecs):
         T.evaluate(T.ptx["cp.async.cg.shared.global"](ring.ptr_to([slot, v * threads * 8 + tid * 8]),
                                                        X.ptr_to([row, v * threads * 8 + tid * 8]), 16))
+
+
+@T.macro
+def start(w, b, W, B, ring, X, bx, blocks, rows, stages, tid, threads, vecs):
+    # the thread's columns of W and B into registers (v * threads * 8 + tid * 8 + e, e < 8), then the
+    # block's first stages - 1 rows in flight, a commit group each
+    for v in T.unroll(vecs):
+        w[T.Ramp(v * 8, 1, 8)] = W[T.Ramp(v * threads * 8 + tid * 8, 1, 8)]
+        b[T.Ramp(v * 8, 1, 8)] = B[T.Ramp(v * threads * 8 + tid * 8, 1, 8)]
+    for s in T.unroll(stages - 1):
+        if s < rows:
+            issue_row(ring, X, s, bx + s * blocks, tid, threads, vecs)
+        T.evaluate(T.ptx["cp.async.commit_group"]())
+
+
+@T.macro
+def next_row(ring, X, bx, blocks, rows, k, stages, tid, threads, vecs):
+    # row k + stages - 1 into the slot row k - 1 used; then wait for this thread's part of row k
+    if k + stages - 1 < rows:
+        issue_row(ring, X, (k + stages - 1) % stages, bx + (k + stages - 1) * blocks, tid, threads, vecs)
+    T.evaluate(T.ptx["cp.async.commit_group"]())
+    T.evaluate(T.ptx["cp.async.wait_group"](stages - 1))
 
 
 @T.macro
@@ -72,18 +93,9 @@ def layer_norm_resident(M, N, blocks, stages, threads=512, eps=1e-5):
             x, y = [T.alloc_local((8,), "float16") for _ in range(2)]
             acc, tot = [T.alloc_local((2,), "float32") for _ in range(2)]
             rows = T.meta_var((M - bx + blocks - 1) // blocks)  # this block's rows: bx, bx + blocks, ...
-            for v in T.unroll(vecs):  # the thread's columns v * threads * 8 + tid * 8 + e, e < 8
-                w[T.Ramp(v * 8, 1, 8)] = W[T.Ramp(v * threads * 8 + tid * 8, 1, 8)]
-                b[T.Ramp(v * 8, 1, 8)] = B[T.Ramp(v * threads * 8 + tid * 8, 1, 8)]
-            for s in T.unroll(stages - 1):  # the first stages - 1 rows in flight
-                if s < rows:
-                    issue_row(ring, X, s, bx + s * blocks, tid, threads, vecs)
-                T.evaluate(T.ptx["cp.async.commit_group"]())
+            start(w, b, W, B, ring, X, bx, blocks, rows, stages, tid, threads, vecs)
             for k in T.serial(rows):
-                if k + stages - 1 < rows:  # row k + stages - 1 into the slot row k - 1 used
-                    issue_row(ring, X, (k + stages - 1) % stages, bx + (k + stages - 1) * blocks, tid, threads, vecs)
-                T.evaluate(T.ptx["cp.async.commit_group"]())
-                T.evaluate(T.ptx["cp.async.wait_group"](stages - 1))  # this thread's part of row k has landed
+                next_row(ring, X, bx, blocks, rows, k, stages, tid, threads, vecs)
                 for p in T.unroll(2):  # p = 0: the row's sum; p = 1: its squared deviations from the mean
                     acc[p] = T.float32(0)
                     for v in T.unroll(vecs):
@@ -129,18 +141,9 @@ def layer_norm_one_sync(M, N, blocks, stages, threads=512, eps=1e-5):
             acc, tot = [T.alloc_local((3,), "float32") for _ in range(2)]
             first = T.alloc_local((1,), "float32")
             rows = T.meta_var((M - bx + blocks - 1) // blocks)
-            for v in T.unroll(vecs):
-                w[T.Ramp(v * 8, 1, 8)] = W[T.Ramp(v * threads * 8 + tid * 8, 1, 8)]
-                b[T.Ramp(v * 8, 1, 8)] = B[T.Ramp(v * threads * 8 + tid * 8, 1, 8)]
-            for s in T.unroll(stages - 1):
-                if s < rows:
-                    issue_row(ring, X, s, bx + s * blocks, tid, threads, vecs)
-                T.evaluate(T.ptx["cp.async.commit_group"]())
+            start(w, b, W, B, ring, X, bx, blocks, rows, stages, tid, threads, vecs)
             for k in T.serial(rows):
-                if k + stages - 1 < rows:
-                    issue_row(ring, X, (k + stages - 1) % stages, bx + (k + stages - 1) * blocks, tid, threads, vecs)
-                T.evaluate(T.ptx["cp.async.commit_group"]())
-                T.evaluate(T.ptx["cp.async.wait_group"](stages - 1))
+                next_row(ring, X, bx, blocks, rows, k, stages, tid, threads, vecs)
                 x[T.Ramp(0, 1, 8)] = ring[k % stages, T.Ramp(tid * 8, 1, 8)]
                 first[0] = T.Cast("float32", x[0])  # the shift: the thread's first value
                 acc[0] = T.float32(0)
@@ -173,8 +176,10 @@ def stages_for(n, spec):
     return min(4, (spec.max_shared_memory_per_block - 2048) // (2 * n))
 
 
-def variants(ns, m, n, spec):
-    """name -> (schedule or module, its TIR pipeline, inputs, float64 reference) at m x n."""
+def variants(ns, m, n):
+    """name -> (schedule or module, its TIR pipeline, inputs, float64 reference) at m x n, with a resident
+    block on each of this GPU's SMs."""
+    spec = helpers.local_gpu_spec()
     lanes = reduction_tables.plan(n, "float16")[0]
     xn, w, b = reduction_tables.layer_norm_inputs(m, n)
     ref = reduction_tables.layer_norm_ref(xn, w, b)
@@ -188,46 +193,10 @@ def variants(ns, m, n, spec):
     return out
 
 
-def main():
-    ns = lesson()
-    dev, target = helpers.device(), helpers.make_target()
-    spec = helpers.local_gpu_spec()
-    print(f"{spec.name}: 2^26 fp16 values, 7 rounds against the float4 copy of the same bytes; "
-          f"{spec.sm_count} resident blocks")
-    for m, n in SHAPES:
-        runs = {}
-        for name, (kernel, pipeline, inputs, ref) in variants(ns, m, n, spec).items():
-            try:
-                ex = kernels.build(kernel, target, pipeline)
-                args = bench._launch_once(ex, dev, [*inputs, np.empty((m, n), "float16")], -1)
-            except Exception as err:  # noqa: BLE001 - a study reports and goes on
-                print(f"  {m}x{n} {name}: {str(err).splitlines()[-1][:150]}", flush=True)
-                continue
-            err = bench.relative_error(args[-1].numpy(), ref)
-            print(f"  {m}x{n} {name}: rel. error {err:.1e}", flush=True)
-            if err < 2e-3:
-                runs[f"{m}x{n} {name}"] = (ex, args)
-        report_against_copy(runs, m * n * 2, dev, target, 32)
-
-
-def launch(name):
-    """(Run by `profile` under ncu.) `name` at 2048x32768, launched 4 times; its relative error printed."""
-    m, n = SHAPES[0]
-    spec = helpers.local_gpu_spec()
-    kernel, pipeline, inputs, ref = variants(lesson(), m, n, spec)[name]
-    ex = kernels.build(kernel, helpers.make_target(), pipeline)
-    args = bench._launch_once(ex, helpers.device(), [*inputs, np.empty((m, n), "float16")], -1)
-    for _ in range(3):
-        ex.mod["main"](*args)
-    helpers.device().sync()
-    print(f"{name}: relative error {bench.relative_error(args[-1].numpy(), ref):.1e}")
-
-
 if __name__ == "__main__":
     if sys.argv[1:2] == ["profile"]:
-        from ln_scale_shift import profile
         sys.exit(profile(__file__, ["resident, 2 stages", "one barrier, 2 stages", "one barrier, 3 stages"]))
     elif sys.argv[1:2] == ["launch"]:
-        launch(sys.argv[2])
+        launch(sys.argv[2], variants)
     else:
-        main()
+        time_variants(variants, SHAPES)

@@ -77,7 +77,7 @@ def layer_norm_plain(M, N, lanes, dtype="float16", eps=1e-5):
 
 
 def variants(ns, m, n):
-    """name -> (schedule, inputs, float64 reference) at m x n."""
+    """name -> (schedule, TIR pipeline, inputs, float64 reference) at m x n."""
     lanes = reduction_tables.plan(n, "float16")[0]
     xn, w, b = reduction_tables.layer_norm_inputs(m, n)
     ref = reduction_tables.layer_norm_ref(xn, w, b)
@@ -91,37 +91,46 @@ def variants(ns, m, n):
         return ns["scale_shift_in_registers"](staged(ns["layer_norm"](m, n, threads), threads), 8)
 
     return {
-        "ln": (ln(lanes), [xn, w, b], ref),
-        "ln, no scale or shift": (staged(layer_norm_plain(m, n, lanes), lanes), [xn], plain_ref),
-        "softmax": (staged(ns["online_softmax"](m, n, lanes), lanes), [x], reduction_tables.softmax_ref(x)),
-        "ln, 1024 threads": (ln(1024), [xn, w, b], ref),
+        "ln": (ln(lanes), "default", [xn, w, b], ref),
+        "ln, no scale or shift": (staged(layer_norm_plain(m, n, lanes), lanes), "default", [xn], plain_ref),
+        "softmax": (staged(ns["online_softmax"](m, n, lanes), lanes), "default", [x], reduction_tables.softmax_ref(x)),
+        "ln, 1024 threads": (ln(1024), "default", [xn, w, b], ref),
     }
 
 
-def main(scale=1):
+def time_variants(variants_of, shapes, scale=1):
+    """Each kernel of `variants_of(ns, m, n)` (name -> (schedule or module, TIR pipeline, inputs, float64
+    reference); ns: 09's definitions) at each shape, its rows times `scale`: checked against its reference,
+    then timed in 7 rounds against the float4 copy of the same bytes (`report_against_copy`)."""
     ns = lesson()
     dev, target = helpers.device(), helpers.make_target()
-    print(f"{helpers.local_gpu_spec().name}: 2^{25 + scale.bit_length()} fp16 values, "
+    m0, n0 = shapes[0]
+    print(f"{helpers.local_gpu_spec().name}: 2^{(m0 * n0 * scale).bit_length() - 1} fp16 values, "
           "7 rounds against the float4 copy of the same bytes")
-    for m, n in SHAPES:
+    for m, n in shapes:
         m *= scale
         runs = {}
-        for name, (sch, inputs, ref) in variants(ns, m, n).items():
-            regs = kernels.ptxas_report(sch, target)[0].registers
-            ex = kernels.build(sch, target)
-            args = bench._launch_once(ex, dev, [*inputs, np.empty((m, n), "float16")], -1)
+        for name, (kernel, pipeline, inputs, ref) in variants_of(ns, m, n).items():
+            try:
+                regs = f"{kernels.ptxas_report(kernel, target)[0].registers} registers, " if pipeline == "default" else ""
+                ex = kernels.build(kernel, target, pipeline)
+                args = bench._launch_once(ex, dev, [*inputs, np.empty((m, n), "float16")], -1)
+            except Exception as err:  # noqa: BLE001 - a study reports and goes on
+                print(f"  {m}x{n} {name}: {str(err).splitlines()[-1][:150]}", flush=True)
+                continue
             err = bench.relative_error(args[-1].numpy(), ref)
-            print(f"  {m}x{n} {name}: {regs} registers, rel. error {err:.1e}", flush=True)
+            print(f"  {m}x{n} {name}: {regs}rel. error {err:.1e}", flush=True)
             if err < 2e-3:
                 runs[f"{m}x{n} {name}"] = (ex, args)
         report_against_copy(runs, m * n * 2, dev, target, 32)
 
 
-def launch(name):
-    """(Run by `profile` under ncu.) `name` at 2048x32768, launched 4 times; its relative error printed."""
+def launch(name, variants_of=None):
+    """(Run by `profile` under ncu.) `variants_of`'s kernel `name` (default: this study's) at 2048x32768,
+    launched 4 times; its relative error printed."""
     m, n = SHAPES[0]
-    sch, inputs, ref = variants(lesson(), m, n)[name]
-    ex = kernels.build(sch, helpers.make_target())
+    kernel, pipeline, inputs, ref = (variants_of or variants)(lesson(), m, n)[name]
+    ex = kernels.build(kernel, helpers.make_target(), pipeline)
     args = bench._launch_once(ex, helpers.device(), [*inputs, np.empty((m, n), "float16")], -1)
     for _ in range(3):
         ex.mod["main"](*args)
@@ -147,8 +156,8 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["profile"]:
         sys.exit(profile())
     elif sys.argv[1:2] == ["tail"]:
-        main(4)
+        time_variants(variants, SHAPES, 4)
     elif sys.argv[1:2] == ["launch"]:
         launch(sys.argv[2])
     else:
-        main()
+        time_variants(variants, SHAPES)

@@ -16,12 +16,9 @@ bytes (2^26 fp16 values, 256 MiB moved).
 
 import inspect
 
-import numpy as np
-
-import helpers
-from helpers import bench, kernels, reduction_tables
+from helpers import reduction_tables
 from lesson_code import edited, module_from_source
-from ln_long_rows import lesson, report_against_copy
+from ln_scale_shift import time_variants
 
 SHAPES = [(2048, 32768), (4096, 16384), (8192, 8192)]
 VECTOR_ORDER = {"X[vi, vk * lanes + vt]": "X[vi, vk // 8 * (lanes * 8) + vt * 8 + vk % 8]"}
@@ -42,7 +39,7 @@ def unroll_last_pass(sch, by=2):
 
 
 def variants(ns, m, n):
-    """name -> (schedule, inputs, float64 reference) at m x n."""
+    """name -> (schedule, TIR pipeline, inputs, float64 reference) at m x n."""
     lanes = reduction_tables.plan(n, "float16")[0]
     xn, w, b = reduction_tables.layer_norm_inputs(m, n)
     ref = reduction_tables.layer_norm_ref(xn, w, b)
@@ -57,30 +54,13 @@ def variants(ns, m, n):
 
     vec_ln, vec_softmax = in_vectors(ns["layer_norm"]), in_vectors(ns["online_softmax"])
     return {
-        "ln": (ln(ns["layer_norm"]), [xn, w, b], ref),
-        "ln, vectors": (ln(vec_ln), [xn, w, b], ref),
-        "ln, vectors, unroll 2": (unroll_last_pass(ln(vec_ln)), [xn, w, b], ref),
-        "softmax": (staged(ns["online_softmax"](m, n, lanes)), [x], softmax_ref),
-        "softmax, vectors": (staged(vec_softmax(m, n, lanes)), [x], softmax_ref),
+        "ln": (ln(ns["layer_norm"]), "default", [xn, w, b], ref),
+        "ln, vectors": (ln(vec_ln), "default", [xn, w, b], ref),
+        "ln, vectors, unroll 2": (unroll_last_pass(ln(vec_ln)), "default", [xn, w, b], ref),
+        "softmax": (staged(ns["online_softmax"](m, n, lanes)), "default", [x], softmax_ref),
+        "softmax, vectors": (staged(vec_softmax(m, n, lanes)), "default", [x], softmax_ref),
     }
 
 
-def main():
-    ns = lesson()
-    dev, target = helpers.device(), helpers.make_target()
-    print(f"{helpers.local_gpu_spec().name}: 2^26 fp16 values, 7 rounds against the float4 copy of the same bytes")
-    for m, n in SHAPES:
-        runs = {}
-        for name, (sch, inputs, ref) in variants(ns, m, n).items():
-            regs = kernels.ptxas_report(sch, target)[0].registers
-            ex = kernels.build(sch, target)
-            args = bench._launch_once(ex, dev, [*inputs, np.empty((m, n), "float16")], -1)
-            err = bench.relative_error(args[-1].numpy(), ref)
-            print(f"  {m}x{n} {name}: {regs} registers, rel. error {err:.1e}", flush=True)
-            if err < 2e-3:
-                runs[f"{m}x{n} {name}"] = (ex, args)
-        report_against_copy(runs, m * n * 2, dev, target, 32)
-
-
 if __name__ == "__main__":
-    main()
+    time_variants(variants, SHAPES)
