@@ -16,6 +16,7 @@ only the notebooks that tensorize pay for it, in the cell that needs them.
 import importlib
 
 from . import lessons  # helpers.lessons.<topic>: an earlier lesson's exported cells
+from .lessons import source_diff
 from .baselines import cublas_time
 from .bench import (Measurement, Session, WrongResult, check_args, recorded_measurements, relative_error, run, start,
                     time_function)

@@ -6,7 +6,6 @@ lesson, so they stay in the notebook."""
 
 from __future__ import annotations
 
-import inspect
 import re
 
 import numpy as np
@@ -85,12 +84,6 @@ def row_statistics_case(q: np.ndarray, k: np.ndarray, what: str) -> dict:
 
     return dict(args=[q, k, np.empty((bh, n), "float32")], expected=expected, flops=2.0 * bh * n * n * d,
                 bytes=4.0 * bh * n * d + 4.0 * bh * n, tol=1e-4)
-
-
-def source_diff(before, after, lines: int = 40) -> str:
-    """The lines of `after`'s Python source (a kernel function) that differ from `before`'s: what a
-    step added (+) and removed (-), nothing else."""
-    return kernels._diff(inspect.getsource(before), inspect.getsource(after), 0, lines, "#")
 
 
 def padded_key_table(key0: int, n_valid: int, cols: int = 64) -> np.ndarray:

@@ -1,31 +1,17 @@
-"""Notebook 11's plumbing: the diffs it prints between the steps of its kernel, the sweep of its best
-kernel against cuDNN over sequence lengths, head dims and masks, the table of that sweep, and a
-decoder block timed with torch's attention and with the TVM kernel. None of it is the lesson (the
-kernels are in the notebook and in helpers.flash_hopper_steps / flash_hopper_persistent); it is
-here so that the lecture shows the kernel and the numbers, not the loops that gather them."""
+"""Notebook 11's plumbing: the sweep of its best kernel against cuDNN over sequence lengths, head
+dims and masks, the table of that sweep, and a decoder block timed with torch's attention and with
+the TVM kernel. None of it is the lesson (the kernels are in the notebook and in
+helpers.flash_hopper_steps / flash_hopper_persistent); it is here so that the lecture shows the
+kernel and the numbers, not the loops that gather them."""
 
 from __future__ import annotations
-
-import difflib
 
 import numpy as np
 
 from helpers.attention import attention_case, attention_flops, qkv, sdpa
-from helpers.lessons import source_of
 
 SEQS = [512, 1024, 2048, 4096, 8192, 16384]  # the sweep's sequence lengths, 32k tokens per batch
 HEADS = 16
-
-
-def code_diff(before, after, context: int = 0) -> str:
-    """`difflib.unified_diff` of two steps' code: each of `before` and `after` a function, a macro or
-    a list of them (their sources one after the other). The step is the previous one plus these lines.
-    Lines that are only a comment are left out of both: they describe a step, they are not its change."""
-    def text(fns):
-        code = "\n\n".join(source_of(f).rstrip() for f in (fns if isinstance(fns, (list, tuple)) else [fns]))
-        return [line for line in code.splitlines() if not line.lstrip().startswith("#")]
-    lines = difflib.unified_diff(text(before), text(after), lineterm="", n=context)
-    return "\n".join(line for line in lines if not line.startswith(("---", "+++")))
 
 
 def sweep_shapes(nb, make, on_hopper: dict) -> dict:

@@ -214,20 +214,6 @@ def split_outputs(b: int, splits: int, hq: int = HQ, d: int = D) -> list[np.ndar
     return [np.empty((b, splits, hq, d), "float32"), np.empty((b, splits, hq), "float32"), np.empty((b, hq, d), "float16")]
 
 
-def code_diff(before, after, lines: int = 40) -> None:
-    """Print the lines of `after`'s source that differ from `before`'s (- removed, + added); either
-    may be a function or a `T.macro`."""
-    import difflib
-
-    from .lessons import source_of
-
-    changed = [line[:118] for line in difflib.unified_diff(source_of(before).splitlines(),
-                                                           source_of(after).splitlines(), n=0, lineterm="")
-               if not line.startswith(("---", "+++", "@@"))]
-    more = f"\n... ({len(changed) - lines} more lines)" if len(changed) > lines else ""
-    print("\n".join(changed[:lines]) + more)
-
-
 def padded_sdpa(q, kv, table, lengths):
     """torch's attention without a paged kernel, on torch CUDA tensors: each sequence's keys gathered
     through the block table, padded to the longest, the padding masked."""

@@ -148,16 +148,6 @@ def check_b_box(load_b_box, tma_options, run: bool) -> str:
     return "correct: the copy of B[128:192, 192:256] builds and assembles for sm_90a"
 
 
-def source_diff(before, after) -> str:
-    """The lines of Python that differ between two kernel functions: removed (-), then added (+)."""
-    import difflib
-    import inspect
-
-    diff = difflib.unified_diff(inspect.getsource(before).splitlines(), inspect.getsource(after).splitlines(),
-                                n=0, lineterm="")
-    return "\n".join(kernels.fit_listing(line) for line in diff if not line.startswith(("---", "+++", "@@")))
-
-
 def check_bytes(bytes_256, bytes_128) -> str:
     """Exercise 1: the bytes of A and B one k step copies for blocks of 128 x 256 and 128 x 128."""
     if bytes_256 == (BM * BK + BK * 256) * 2 and bytes_128 == (BM * BK + BK * 128) * 2:

@@ -204,16 +204,19 @@ def tir_diff(before, after, context: int = 1, lines: int = 40, indent: bool = Tr
     as the previous step plus its change: the few lines that moved, not the whole listing again.
     `indent=False` compares lines without their indentation (shown as `after` indents them), so
     a step that adds a loop around a nest shows that loop, not the whole nest moved right."""
-    return _diff(_module(before).script(indent_spaces=2), _module(after).script(indent_spaces=2),
+    return line_diff(_module(before).script(indent_spaces=2), _module(after).script(indent_spaces=2),
                  context, lines, "#", indent)
 
 
 def cuda_diff(before, after, context: int = 1, lines: int = 40, target=None) -> str:
     """`tir_diff` for the generated CUDA: what a schedule step changed in the kernel TVM wrote."""
-    return _diff(cuda_source(before, target), cuda_source(after, target), context, lines, "//")
+    return line_diff(cuda_source(before, target), cuda_source(after, target), context, lines, "//")
 
 
-def _diff(old: str, new: str, context: int, lines: int, comment: str, indent: bool = True) -> str:
+def line_diff(old: str, new: str, context: int, lines: int, comment: str, indent: bool = True) -> str:
+    """The lines of text `old` that `new` removed (`- `) and added (`+ `), each change with `context` unchanged
+    lines around it and a run of unchanged lines as `{comment} ... (n lines)`: what `tir_diff`, `cuda_diff`
+    and `lessons.source_diff` show, cut to `lines` lines."""
     a, b = old.splitlines(), new.splitlines()
     key = (lambda rows: rows) if indent else (lambda rows: [row.strip() for row in rows])
     out, shown = [], 0  # shown: the lines of `a` up to here are printed or counted

@@ -9,6 +9,9 @@ ordinary line what it takes:
 
 Nothing matches text in cells: the tag is the contract, so a comment edited in one lesson cannot
 break another, and `tests/test_lessons.py` imports every lesson's exports on their own.
+
+A step of a lesson is the last step's code plus a change; `source_diff` shows that change, as
+`helpers.tir_diff` shows a schedule step's change to the TensorIR.
 """
 
 import importlib
@@ -16,6 +19,7 @@ import importlib.abc
 import importlib.util
 import inspect
 import json
+import re
 import sys
 import tempfile
 import types
@@ -84,3 +88,25 @@ def source_of(fn) -> str:
         if isinstance(source, str):
             return source
     return inspect.getsource(fn)
+
+
+def source_diff(before, after, context: int = 0, lines: int = 40) -> str:
+    """What one step changed in a kernel's code, shown as `tir_diff` shows TensorIR: the lines of `before`'s
+    source that `after` removed (`-`) and added (`+`), a run of unchanged lines as `# ... (n lines)`. Each
+    of the two is a function, a TIRx macro or a list of them (their sources one after the other).
+    Docstrings, comment lines and blank lines are left out: they describe a step, they are not its change;
+    so are the counts of unchanged lines before the first change and after the last."""
+    from .kernels import fit_listing, line_diff  # kernels loads TVM: only when a diff is asked for
+
+    shown = line_diff(_code_of(before), _code_of(after), context, 10**9, "#").splitlines()
+    ends = [i for i in (0, len(shown) - 1) if _SKIPPED.fullmatch(shown[i])]
+    return fit_listing("\n".join(row for i, row in enumerate(shown) if i not in ends), lines, comment="#")
+
+
+_SKIPPED = re.compile(r"\s*# \.\.\. \(\d+ lines?\)")
+
+
+def _code_of(fns) -> str:
+    text = "\n".join(source_of(f) for f in (fns if isinstance(fns, (list, tuple)) else [fns]))
+    text = re.sub(r'[ \t]*"""(.|\n)*?"""[ \t]*\n', "", text)
+    return "\n".join(line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))

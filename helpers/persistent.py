@@ -6,12 +6,11 @@ the lecture shows the kernel's steps and not the bookkeeping around them."""
 from __future__ import annotations
 
 import dataclasses
-import re
 import tempfile
 
 import numpy as np
 
-from . import autotune, bench, env, kernels, lessons, matmul, plots, tuned, tuning
+from . import autotune, bench, env, kernels, matmul, plots, tuned, tuning
 from .measurement import Measurement
 
 
@@ -211,19 +210,6 @@ def fp16_series(runs: dict, flops: float, *baselines) -> None:
         m, blas = found
         print(f"{step:28s} {m.tflops:6.1f} TFLOP/s = {m.of(blas):4.0%} of {blas.name}")
         print(f"    {m.name}; {m.gpu}, {m.date}")
-
-
-def source_diff(before, after, lines: int = 40) -> str:
-    """What one step changed in a kernel's code: difflib's unified diff of two functions' (or macros')
-    source, docstrings and comments left out: the lines a step changed, beside the code it is now."""
-    import difflib
-
-    def code(fn):  # without docstrings, comment lines and blank lines: the code that runs
-        text = re.sub(r'[ \t]*"""(.|\n)*?"""[ \t]*\n', "", lessons.source_of(fn))
-        return [line for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
-
-    diff = list(difflib.unified_diff(code(before), code(after), lineterm="", n=0))
-    return kernels.fit_listing("\n".join(diff[2:]), lines, comment="#")
 
 
 def wave_footprint(order, tiles_m: int, tiles_n: int, ctas: int, group: int) -> tuple[int, int]:

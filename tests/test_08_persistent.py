@@ -89,8 +89,8 @@ def test_the_exercise_refuses_wrong_orders(tmp_path, capsys, wrong):
 
 
 def test_the_source_diff_shows_only_the_change(nb08):
-    diff = helpers.persistent.source_diff(nb08.consume_tiles, nb08.consume_pingpong)
-    assert "+            T.cuda.mbarrier_wait(turn.ptr_to([wg]), (i - 1) // 2 % 2)" in diff
+    diff = helpers.source_diff(nb08.consume_tiles, nb08.consume_pingpong)
+    assert "+             T.cuda.mbarrier_wait(turn.ptr_to([wg]), (i - 1) // 2 % 2)" in diff
     assert "multiply_stage(As, Bs, top" in diff and "T.cuda.mbarrier_wait(full" not in diff
 
 

@@ -184,3 +184,25 @@ def test_tir_diff_shows_only_what_a_step_changed():
     assert diff[0].lstrip().startswith("# ... (") and "@I.ir_module" not in "\n".join(diff)
     assert all(line[:2] in ("- ", "+ ", "  ") for line in diff)
     assert helpers.tir_diff(after, after) == "# (no change)"
+
+
+def _scale(x):
+    """Docstrings are left out of a step's diff."""
+    y = x * 2  # a comment at the end of a line stays: it is on a line of code
+    # a line that is only a comment is left out
+    return y
+
+
+def _scale_and_shift(x):
+    """So is this one."""
+    y = x * 2  # a comment at the end of a line stays: it is on a line of code
+    return y + 1
+
+
+def test_source_diff_shows_a_step_s_code_without_docstrings_or_comment_lines():
+    diff = helpers.source_diff(_scale, _scale_and_shift).splitlines()
+    assert diff == ["- def _scale(x):", "+ def _scale_and_shift(x):", "      # ... (1 line)",
+                    "-     return y", "+     return y + 1"], diff
+    both = helpers.source_diff([_scale], [_scale, _scale_and_shift]).splitlines()
+    assert both[-1] == "+     return y + 1" and "+ def _scale_and_shift(x):" in both and "- def _scale(x):" not in both
+    assert helpers.source_diff(_scale, _scale) == "# (no change)"
