@@ -5,9 +5,10 @@ consumers the exponential unit is as busy as the tensor cores, where at d = 128 
 
 `helpers.flash_hopper_softmax.hopper_softmax(share)` is notebook 10's online softmax with
 ex2.approx.ftz (without fast math exp2f's ex2.approx.f32 adds an FSETP and two predicated FMULs an element
-around MUFU.EX2; TVM passes --use_fast_math, under which exp2f is ex2.approx.ftz already), the maximum of the raw scores scaled once, and `share` of every 8 column pairs'
-exponentials on the FMA units (`exp2_fma`, FlashAttention-4's trick). Here notebook 11's persistent
-kernel runs with notebook 10's softmax and with hopper_softmax(0, 1, 2), built by `with_softmax`.
+around MUFU.EX2; TVM passes --use_fast_math, under which exp2f is ex2.approx.ftz already), the maximum of
+the raw scores scaled once, and `share` of every 8 column pairs' exponentials on the FMA units (`exp2_fma`,
+FlashAttention-4's trick). Here notebook 11's persistent kernel runs with notebook 10's softmax and with
+hopper_softmax(0, 1, 2), built by `with_softmax`.
 The single changes (ftz alone, the raw maximum alone, the share without ftz) ran at commit 683366c,
 whose copy of this script had them as flags (`results/exp_poly.txt`); the shares 0-4 at d9f8ee0
 (`results/exp_poly.shares.txt`).
