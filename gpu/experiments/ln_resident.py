@@ -121,9 +121,10 @@ def layer_norm_resident(M, N, blocks, stages, threads=512, eps=1e-5):
 def layer_norm_one_sync(M, N, blocks, stages, threads=512, eps=1e-5):
     """`layer_norm_resident` with one barrier a row: each thread first takes the mean and M2 of its own
     `per` values (one pass: sums of x - x0 and its square, x0 the thread's first value; no barrier),
-    then the block sums the threads' means, squared
-    means and M2s at once (Chan: M2 = sum of M2s + per * (sum of squared means - threads * mean^2)), into
-    a slot of `red` that alternates with the row, so that no second barrier guards it."""
+    then the block sums the threads' means, squared means and M2s at once (Chan: M2 = sum of M2s + per *
+    (sum of squared means - threads * mean^2)), into a slot of `red` that alternates with the row, so that
+    no second barrier guards it. Its frame (arguments, buffers, ring) is `layer_norm_resident`'s: two
+    variants of a study, side by side as they were timed."""
     helpers.require_divides(N, threads * 8, "threads x 8")
     per, vecs, warps = N // threads, N // threads // 8, threads // 32
 
