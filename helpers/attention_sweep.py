@@ -109,7 +109,7 @@ def time_block(nb, ex, label: str, batch: int, seq: int, heads: int, dim: int, l
         ours_ms, torch_ms, ratio = baselines.interleaved(*rounds, 10)
     with_torch = nb.record(f"{label}, torch's attention", float(np.median(torch_ms)))
     with_ours = nb.record(f"{label}, wgmma kernel", float(np.median(ours_ms)), rel_err=err, ratio=ratio,
-                          versus=with_torch.name)
+                          ratio_quartiles=baselines.ratio_quartiles(ours_ms, torch_ms), versus=with_torch.name)
     return with_torch, with_ours, default_backend(batch, heads, seq, dim)
 
 

@@ -252,7 +252,8 @@ def from_torch(nb, name: str, ours, theirs, arrays):
                   for f in (ours, theirs)]
         ours_ms, theirs_ms, ratio = baselines.interleaved(*rounds, 10)
     base = nb.record(names[0], float(np.median(theirs_ms)))
-    m = nb.record(name, float(np.median(ours_ms)), rel_err=err, ratio=ratio, versus=base.name)
+    m = nb.record(name, float(np.median(ours_ms)), rel_err=err, ratio=ratio,
+                  ratio_quartiles=baselines.ratio_quartiles(ours_ms, theirs_ms), versus=base.name)
     print(base, m, sep="\n")
     return m
 
