@@ -26,7 +26,7 @@ from tvm.script import tirx as T
 
 import helpers
 from helpers import reduction_tables
-from ln_resident import layer_norm_one_sync, next_row, normalize_row, issue_row, stages_for
+from ln_resident import block_sums, issue_row, layer_norm_one_sync, next_row, normalize_row, stages_for
 from ln_scale_shift import launch, profile, time_variants
 
 SHAPES = [(2048, 32768), (4096, 16384)]
@@ -34,7 +34,8 @@ SHAPES = [(2048, 32768), (4096, 16384)]
 
 def layer_norm_pair(M, N, blocks, stages, threads=512, eps=1e-5):
     """Layer norm of M rows of N fp16 values, each row by a cluster of two resident CTAs (`blocks` in all,
-    even), each CTA half of every row its cluster takes."""
+    even), each CTA half of every row its cluster takes. Its frame (arguments, buffers, ring) is
+    `layer_norm_one_sync`'s over half-rows, repeated so that the two kernels read side by side as timed."""
     half = N // 2
     helpers.require_divides(half, threads * 8, "threads x 8")
     helpers.require_divides(blocks, 2, "2 (a cluster of two CTAs)")
@@ -71,27 +72,7 @@ def layer_norm_pair(M, N, blocks, stages, threads=512, eps=1e-5):
             T.cuda.cluster_sync()  # the partner runs before its shared memory is written
             for k in T.serial(rows):
                 next_row(ring, X, bx, blocks, rows, k, stages, tid, threads, vecs)
-                x[T.Ramp(0, 1, 8)] = ring[k % stages, T.Ramp(tid * 8, 1, 8)]
-                first[0] = T.Cast("float32", x[0])
-                acc[0] = T.float32(0)
-                acc[2] = T.float32(0)
-                for v in T.unroll(vecs):
-                    x[T.Ramp(0, 1, 8)] = ring[k % stages, T.Ramp(v * threads * 8 + tid * 8, 1, 8)]
-                    for e in T.unroll(8):
-                        acc[0] = acc[0] + (T.Cast("float32", x[e]) - first[0])
-                        acc[2] = acc[2] + (T.Cast("float32", x[e]) - first[0]) * (T.Cast("float32", x[e]) - first[0])
-                acc[2] = acc[2] - acc[0] * acc[0] * T.float32(1 / per)
-                acc[0] = first[0] + acc[0] * T.float32(1 / per)
-                acc[1] = acc[0] * acc[0]
-                for q in T.unroll(3):
-                    acc[q] = T.cuda.warp_sum(acc[q], 32)
-                    if tid % 32 == 0:
-                        red[k % 2, q, tid // 32] = acc[q]
-                T.cuda.cta_sync()
-                for q in T.unroll(3):
-                    tot[q] = T.float32(0)
-                    for i in T.unroll(warps):
-                        tot[q] = tot[q] + red[k % 2, q, i]
+                block_sums(tot, acc, first, x, red, ring, k, stages, tid, threads, vecs, per, warps)  # this half
                 if tid < 3:  # this half's sums into the partner's slot k % 2
                     T.evaluate(T.ptx.st.shared__cluster.f32(there[0] + T.uint32((k % 2 * 3 + tid) * 4), tot[tid]))
                 T.cuda.cluster_sync()

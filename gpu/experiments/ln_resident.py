@@ -73,6 +73,34 @@ def normalize_row(Y, ring, slot, row, x, y, w, b, mean, rstd, tid, threads, vecs
         Y[row, T.Ramp(v * threads * 8 + tid * 8, 1, 8)] = y[T.Ramp(0, 1, 8)]
 
 
+@T.macro
+def block_sums(tot, acc, first, x, red, ring, k, stages, tid, threads, vecs, per, warps):
+    # tot[0..2]: the sums over the block's threads of their means, squared means and M2s of their `per`
+    # values of ring[k % stages] (each thread's in one pass: sums of x - x0 and its square, x0 its first
+    # value), through red[k % 2], which alternates with the row so that one barrier guards it
+    x[T.Ramp(0, 1, 8)] = ring[k % stages, T.Ramp(tid * 8, 1, 8)]
+    first[0] = T.Cast("float32", x[0])  # the shift: the thread's first value
+    acc[0] = T.float32(0)
+    acc[2] = T.float32(0)
+    for v in T.unroll(vecs):  # one pass: the sum and the sum of squares of x - first
+        x[T.Ramp(0, 1, 8)] = ring[k % stages, T.Ramp(v * threads * 8 + tid * 8, 1, 8)]
+        for e in T.unroll(8):
+            acc[0] = acc[0] + (T.Cast("float32", x[e]) - first[0])
+            acc[2] = acc[2] + (T.Cast("float32", x[e]) - first[0]) * (T.Cast("float32", x[e]) - first[0])
+    acc[2] = acc[2] - acc[0] * acc[0] * T.float32(1 / per)  # the thread's M2
+    acc[0] = first[0] + acc[0] * T.float32(1 / per)  # the thread's mean
+    acc[1] = acc[0] * acc[0]
+    for q in T.unroll(3):
+        acc[q] = T.cuda.warp_sum(acc[q], 32)
+        if tid % 32 == 0:
+            red[k % 2, q, tid // 32] = acc[q]
+    T.cuda.cta_sync()
+    for q in T.unroll(3):
+        tot[q] = T.float32(0)
+        for i in T.unroll(warps):
+            tot[q] = tot[q] + red[k % 2, q, i]
+
+
 def layer_norm_resident(M, N, blocks, stages, threads=512, eps=1e-5):
     """Layer norm of M rows of N fp16 values by `blocks` resident blocks (W and B in registers, rows in a
     ring of `stages` shared buffers filled by cp.async); the row's sum, then its squared deviations, each
@@ -145,27 +173,7 @@ def layer_norm_one_sync(M, N, blocks, stages, threads=512, eps=1e-5):
             start(w, b, W, B, ring, X, bx, blocks, rows, stages, tid, threads, vecs)
             for k in T.serial(rows):
                 next_row(ring, X, bx, blocks, rows, k, stages, tid, threads, vecs)
-                x[T.Ramp(0, 1, 8)] = ring[k % stages, T.Ramp(tid * 8, 1, 8)]
-                first[0] = T.Cast("float32", x[0])  # the shift: the thread's first value
-                acc[0] = T.float32(0)
-                acc[2] = T.float32(0)
-                for v in T.unroll(vecs):  # one pass: the sum and the sum of squares of x - first
-                    x[T.Ramp(0, 1, 8)] = ring[k % stages, T.Ramp(v * threads * 8 + tid * 8, 1, 8)]
-                    for e in T.unroll(8):
-                        acc[0] = acc[0] + (T.Cast("float32", x[e]) - first[0])
-                        acc[2] = acc[2] + (T.Cast("float32", x[e]) - first[0]) * (T.Cast("float32", x[e]) - first[0])
-                acc[2] = acc[2] - acc[0] * acc[0] * T.float32(1 / per)  # the thread's M2
-                acc[0] = first[0] + acc[0] * T.float32(1 / per)  # the thread's mean
-                acc[1] = acc[0] * acc[0]
-                for q in T.unroll(3):
-                    acc[q] = T.cuda.warp_sum(acc[q], 32)
-                    if tid % 32 == 0:
-                        red[k % 2, q, tid // 32] = acc[q]
-                T.cuda.cta_sync()
-                for q in T.unroll(3):
-                    tot[q] = T.float32(0)
-                    for i in T.unroll(warps):
-                        tot[q] = tot[q] + red[k % 2, q, i]
+                block_sums(tot, acc, first, x, red, ring, k, stages, tid, threads, vecs, per, warps)
                 normalize_row(Y, ring, k % stages, bx + k * blocks, x, y, w, b, tot[0] * T.float32(1 / threads),
                               T.rsqrt((tot[2] + T.float32(per) * (tot[1] - tot[0] * tot[0] * T.float32(1 / threads)))
                                       * T.float32(1 / N) + T.float32(eps)), tid, threads, vecs)
