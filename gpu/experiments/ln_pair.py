@@ -4,20 +4,21 @@ its columns of W and B in registers, rows streamed through a ring of shared buff
 barrier a row). At 32k that plan reached 83%: a thread holds 64 columns of W and B (128 registers), the
 ring's buffers are 64 KiB, and one block of 512 threads is all an SM runs.
 
-`pair`: each CTA of a cluster of two takes one half of every row its cluster normalizes, so each SM does
-the 16k kernel's work: X and Y are seen as (2M, N / 2) (and W, B as (2, N / 2)), and the CTA with linear index bx walks half-rows
-bx, bx + blocks, ... (cluster c's two CTAs, 2c and 2c + 1, take row c's two halves). After the block's
-sums (the threads' means, squared means and M2s, as `layer_norm_one_sync`), thread 0 writes its three sums
-into its partner's shared memory (distributed shared memory, `mapa` then `st.shared::cluster`), and the
-cluster's barrier (`barrier.cluster.arrive` / `wait`, release and acquire) makes them visible: then each
-CTA combines both halves (Chan's formula over 2 x 512 threads). The sums' slots alternate with the row,
-so that one cluster barrier and one block barrier a row are all. CUDA guide: distributed shared memory,
-https://docs.nvidia.com/cuda/cuda-c-programming-guide/#distributed-shared-memory
+`pair`: each CTA of a cluster of two takes one half of every row its cluster normalizes, so each SM does the
+16k kernel's work: X and Y are seen as (2M, N / 2) (and W, B as (2, N / 2)), and the CTA with linear index
+bx walks half-rows bx, bx + blocks, ... (cluster c's two CTAs, 2c and 2c + 1, take row c's two halves).
+After the block's sums (the threads' means, squared means and M2s, as `layer_norm_one_sync`), threads 0-2
+write the block's three sums into its partner's shared memory (distributed shared memory, `mapa` then
+`st.shared::cluster`), and the cluster's barrier (`barrier.cluster.arrive` / `wait`, release and acquire)
+makes them visible: then each CTA combines both halves (Chan's formula over 2 x 512 threads). The sums'
+slots alternate with the row, so that one cluster barrier and one block barrier a row are all. CUDA guide:
+distributed shared memory, https://docs.nvidia.com/cuda/cuda-c-programming-guide/#distributed-shared-memory
 
 Checked against the float64 reference, then timed in 7 rounds against the float4 copy of the same bytes
-(2^26 fp16 values), beside 09's kernel and `layer_norm_one_sync`.
+(2^26 fp16 values), beside 09's kernel and `layer_norm_one_sync`. `profile`: the one-barrier kernel and the
+pair at 32k under Nsight Compute.
 
-    python gpu/experiments/ln_pair.py
+    python gpu/experiments/ln_pair.py [profile]
 """
 
 import sys
