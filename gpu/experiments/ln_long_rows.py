@@ -3,36 +3,25 @@ copy? Variants of threads per row (256, 512 = `plan`'s, 1024), with the row stag
 or read twice from DRAM/L2. Each is checked against the float64 reference, then timed in 7 rounds
 alternating with the float4 copy of the same bytes; median ms, % of that copy, % of 2,982 GB/s.
 
-The schedule steps are 09's own functions, compiled from the notebook's code cells (definitions
-only): an exploration, not a lesson; the notebook's sweep is the record.
+The schedule steps are 09's own functions, the cells it exports (`helpers.lessons`): an exploration,
+not a lesson; the notebook's sweep is the record.
 
     python gpu/experiments/ln_long_rows.py
 """
 
-import ast
-import json
-import pathlib
 import statistics
 
 import numpy as np
 
 import helpers
-from lesson_code import module_from_source
 from helpers import bench, kernels, reduction_tables
 
 M, N = 2048, 32768
 
 
 def lesson():
-    """09's imports and function definitions, written to a module file (TVMScript reads its source)."""
-    cells = json.loads(pathlib.Path("notebooks/09_reductions.ipynb").read_text())["cells"]
-    keep = []
-    for cell in cells:
-        if cell["cell_type"] == "code":
-            keep += [n for n in ast.parse("".join(cell["source"])).body
-                     if isinstance(n, (ast.Import, ast.ImportFrom, ast.FunctionDef))]
-    module = module_from_source("lesson09_defs", ast.unparse(ast.Module(body=keep, type_ignores=[])) + "\n")
-    return vars(module)
+    """09's exported definitions (its schedule steps, kernels and inputs), by name."""
+    return vars(helpers.lessons.lesson("09_reductions"))
 
 
 def against_copy(runs, nbytes, dev, target, rounds=7):
