@@ -5,7 +5,7 @@ barrier a row). At 32k that plan reached 83%: a thread holds 64 columns of W and
 ring's buffers are 64 KiB, and one block of 512 threads is all an SM runs.
 
 `pair`: each CTA of a cluster of two takes one half of every row its cluster normalizes, so each SM does the
-16k kernel's work: X and Y are seen as (2M, N / 2) (and W, B as (2, N / 2)), and the CTA with linear index
+16k kernel's work: X and Y are seen as (2M, N / 2) (and W, B as their halves), and the CTA with linear index
 bx walks half-rows bx, bx + blocks, ... (cluster c's two CTAs, 2c and 2c + 1, take row c's two halves).
 After the block's sums (the threads' means, squared means and M2s, as `layer_norm_one_sync`), threads 0-2
 write the block's three sums into its partner's shared memory (distributed shared memory, `mapa` then
@@ -27,7 +27,7 @@ from tvm.script import tirx as T
 
 import helpers
 from helpers import reduction_tables
-from ln_resident import block_sums, issue_row, layer_norm_one_sync, next_row, normalize_row, stages_for
+from ln_resident import block_sums, layer_norm_one_sync, next_row, normalize_row, stages_for, start
 from ln_scale_shift import launch, profile, time_variants
 
 SHAPES = [(2048, 32768), (4096, 16384)]
@@ -48,9 +48,9 @@ def layer_norm_pair(M, N, blocks, stages, threads=512, eps=1e-5):
         T.func_attr({"tirx.noalias": True})
         with T.attr(0, "tirx.device_entry", True):
             X, Y = [T.decl_buffer((2 * M, half), "float16", data=a.data) for a in (X0, Y0)]  # half-rows
-            W, B = [T.decl_buffer((2, half), "float16", data=a.data) for a in (W0, B0)]
             bx = T.cta_id([blocks])
             rank = T.cta_id_in_cluster([2])
+            W, B = [T.decl_buffer((half,), "float16", data=a.data, elem_offset=rank * half) for a in (W0, B0)]
             tid = T.thread_id([threads])
             ring = T.alloc_buffer((stages, half), "float16", scope="shared.dyn", align=128)
             red = T.alloc_buffer((2, 3, warps), "float32", scope="shared")
@@ -61,13 +61,7 @@ def layer_norm_pair(M, N, blocks, stages, threads=512, eps=1e-5):
             first = T.alloc_local((1,), "float32")
             there = T.alloc_local((1,), "uint32")
             rows = T.meta_var((2 * M - bx + blocks - 1) // blocks)
-            for v in T.unroll(vecs):
-                w[T.Ramp(v * 8, 1, 8)] = W[rank, T.Ramp(v * threads * 8 + tid * 8, 1, 8)]
-                b[T.Ramp(v * 8, 1, 8)] = B[rank, T.Ramp(v * threads * 8 + tid * 8, 1, 8)]
-            for s in T.unroll(stages - 1):
-                if s < rows:
-                    issue_row(ring, X, s, bx + s * blocks, tid, threads, vecs)
-                T.evaluate(T.ptx["cp.async.commit_group"]())
+            start(w, b, W, B, ring, X, bx, blocks, rows, stages, tid, threads, vecs)
             T.evaluate(T.ptx.mapa.shared__cluster.u32(there[0], T.cuda.cvta_generic_to_shared(theirs.ptr_to([0, 0])),
                                                       T.uint32(1 - rank)))
             T.cuda.cluster_sync()  # the partner runs before its shared memory is written
@@ -87,7 +81,7 @@ def layer_norm_pair(M, N, blocks, stages, threads=512, eps=1e-5):
 
 def variants(ns, m, n):
     """name -> (kernel, pipeline, inputs, float64 reference) at m x n: 09's kernel, `layer_norm_one_sync`
-    with a block an SM, and the pair with two CTAs a cluster, one an SM, at 2 and 3 stages."""
+    with a block an SM, and the pair with two CTAs a cluster, one an SM, at 2 stages and at as many as fit (up to 4)."""
     spec = helpers.local_gpu_spec()
     lanes = reduction_tables.plan(n, "float16")[0]
     xn, w, b = reduction_tables.layer_norm_inputs(m, n)
