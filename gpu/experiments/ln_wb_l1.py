@@ -1,0 +1,57 @@
+"""Is it the bytes of W and B, or the instructions that apply them? 09's layer norm reads 79% of the copy
+at rows of 32,768 fp16 on the H200 and 89% without the scale and shift (`ln_scale_shift.py`); on the H100,
+whose DRAM is 1.4 times slower and whose L2 is the same, it reads 90%. At 32k three blocks an SM stage
+192 KiB of rows, so W and B (128 KiB) come from L2 again for every row: 192 KiB from L2 into the SM for
+each 64 KiB row, where the diagnostic moves 64.
+
+`ln, W and B of 8192`: 09's layer norm, its schedule unchanged, with W and B of 8,192 columns read at
+column j % 8192 (32 KiB, which L1's 60-odd KiB beside the staged rows can hold), the same loads and
+arithmetic an element. If it reads near the diagnostic's 89%, the L2 traffic of W and B is what costs;
+if it stays near 79%, their instructions are. `ln, W and B of 1024` (4 KiB): there each thread's columns
+are the same at every step, so nvcc may load them once a row, fewer instructions as well as bytes. Beside it, 09's layer norm and the diagnostic (`ln_scale_shift.py`'s). Each checked against its
+float64 reference, then timed in 7 rounds against the float4 copy of the same bytes.
+
+    python gpu/experiments/ln_wb_l1.py
+"""
+
+import inspect
+
+import numpy as np
+
+from helpers import reduction_tables
+from lesson_code import edited, module_from_source
+from ln_long_rows import lesson
+from ln_scale_shift import SHAPES, layer_norm_plain, time_variants
+
+def layer_norm_short_wb(ns, PERIOD):
+    """09's `layer_norm` with W and B of PERIOD columns, read at j % PERIOD."""
+    src = edited(inspect.getsource(ns["layer_norm"]), {
+        'W: T.Buffer((N,), dtype), B: T.Buffer((N,), dtype)': f'W: T.Buffer(({PERIOD},), dtype), B: T.Buffer(({PERIOD},), dtype)',
+        'T.Cast("float32", W[vj])': f'T.Cast("float32", W[vj % {PERIOD}])',
+        'T.Cast("float32", B[vj])': f'T.Cast("float32", B[vj % {PERIOD}])'}, "09's layer_norm")
+    header = "import helpers\nfrom tvm.script import ir as I\nfrom tvm.script import tirx as T\n\n"
+    return module_from_source(f"layer_norm_wb_{PERIOD}", header + src).layer_norm
+
+
+def variants(ns, m, n):
+    lanes = reduction_tables.plan(n, "float16")[0]
+    xn, w, b = reduction_tables.layer_norm_inputs(m, n)
+
+    def staged(mod, threads):
+        return ns["row_in_shared"](ns["one_kernel"](mod, threads, 1, 8), threads, 1, 8)
+
+    def ln(make):
+        return ns["scale_shift_in_registers"](staged(make(m, n, lanes), lanes), 8)
+
+    return {
+        "ln": (ln(ns["layer_norm"]), "default", [xn, w, b], reduction_tables.layer_norm_ref(xn, w, b)),
+        **{f"ln, W and B of {p}": (ln(layer_norm_short_wb(ns, p)), "default", [xn, w[:p].copy(), b[:p].copy()],
+                                   reduction_tables.layer_norm_ref(xn, np.tile(w[:p], n // p), np.tile(b[:p], n // p)))
+           for p in (8192, 1024)},
+        "ln, no scale or shift": (staged(layer_norm_plain(m, n, lanes), lanes), "default", [xn],
+                                  reduction_tables.layer_norm_ref(xn, np.ones_like(w), np.zeros_like(b))),
+    }
+
+
+if __name__ == "__main__":
+    time_variants(variants, SHAPES)
