@@ -5,10 +5,15 @@ whose DRAM is 1.4 times slower and whose L2 is the same, it reads 90%. At 32k th
 each 64 KiB row, where the diagnostic moves 64.
 
 `ln, W and B of 8192`: 09's layer norm, its schedule unchanged, with W and B of 8,192 columns read at
-column j % 8192 (32 KiB, which L1's 60-odd KiB beside the staged rows can hold), the same loads and
-arithmetic an element. If it reads near the diagnostic's 89%, the L2 traffic of W and B is what costs;
-if it stays near 79%, their instructions are. `ln, W and B of 1024` (4 KiB): there each thread's columns
-are the same at every step, so nvcc may load them once a row, fewer instructions as well as bytes. Beside it, 09's layer norm and the diagnostic (`ln_scale_shift.py`'s). Each checked against its
+column j % 8192 (32 KiB, which L1's 60-odd KiB beside the staged rows could hold). `ln, W and B of 1024`
+(4 KiB). If they read near the diagnostic's 89%, the loads of W and B are what costs; if they stay near
+79%, the arithmetic that applies them is. What the run (`results/ln_wb_l1.nvidia-h200.txt`) and the SASS
+(nvcc 13 -O3 --use_fast_math, cuobjdump) showed: at 8192 TVM's cache_read indexes its local copy through
+a min() it cannot fold, so the copy lives in local memory (52-54% of the copy: an artifact, not an
+answer); at 1024 each thread's columns are the same at every step and nvcc loads them once, before the
+row's last loop (2 LDG a row instead of 2 a step; 09's kernel loads them inside the loop). So 1024
+removes both the bytes from L2 and the wait on them at every step, not the bytes alone.
+Beside it, 09's layer norm and the diagnostic (`ln_scale_shift.py`'s). Each checked against its
 float64 reference, then timed in 7 rounds against the float4 copy of the same bytes.
 
     python gpu/experiments/ln_wb_l1.py
