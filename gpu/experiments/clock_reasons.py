@@ -25,26 +25,21 @@ from helpers.attention import attention_flops, qkv, sdpa
 from helpers.bench import time_function
 
 from exp_poly import best
+from round_bias import clock_and_power, handle, nvml  # NVML, opened once there
 
 SHAPE, SECONDS = (2, 16, 16384, 128), 4.0
 REASONS = {0x1: "idle", 0x2: "application clocks", 0x4: "software power cap", 0x8: "hardware slowdown",
            0x10: "sync boost", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
            0x80: "hardware power brake", 0x100: "display clock"}
-nvml = ctypes.CDLL("libnvidia-ml.so.1")
-nvml.nvmlInit_v2()
-handle = ctypes.c_void_p()
-nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle))
 
 
 def sample():
     """(SM MHz, W, enforced limit W, deg C, clock event reasons bitmask) now."""
-    mhz, mw, limit, temp, reasons = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
-    nvml.nvmlDeviceGetClockInfo(handle, 1, ctypes.byref(mhz))  # NVML_CLOCK_SM
-    nvml.nvmlDeviceGetPowerUsage(handle, ctypes.byref(mw))
+    limit, temp, reasons = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_ulonglong()
     nvml.nvmlDeviceGetEnforcedPowerLimit(handle, ctypes.byref(limit))
     nvml.nvmlDeviceGetTemperature(handle, 0, ctypes.byref(temp))  # NVML_TEMPERATURE_GPU
     nvml.nvmlDeviceGetCurrentClocksEventReasons(handle, ctypes.byref(reasons))
-    return mhz.value, mw.value / 1000, limit.value / 1000, temp.value, reasons.value
+    return *clock_and_power(), limit.value / 1000, temp.value, reasons.value
 
 
 def under_load(launch, seconds=SECONDS):
@@ -97,15 +92,7 @@ def main():
     report("ours ", under_load(lambda: time_function(ex.mod, dev, args, repeat=1, warmup=0)[0]), flops)
     tq, tk, tv = (torch.from_numpy(x).cuda() for x in (q, k, v))
     cudnn = sdpa("CUDNN_ATTENTION", b, h, False)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def cudnn_once():
-        start.record()
-        cudnn(torch, tq, tk, tv)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
-
+    cudnn_once = baselines._round_timer(lambda: cudnn(torch, tq, tk, tv), 1, torch.cuda.Event, torch.cuda.synchronize)
     cudnn_once()
     report("cuDNN", under_load(cudnn_once), flops)
 

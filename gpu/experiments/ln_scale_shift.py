@@ -76,6 +76,16 @@ def layer_norm_plain(M, N, lanes, dtype="float16", eps=1e-5):
     return Plain
 
 
+def staged(ns, mod, threads):
+    """09's steps up to the row staged in shared memory (`one_kernel`, `row_in_shared`), `threads` a row."""
+    return ns["row_in_shared"](ns["one_kernel"](mod, threads, 1, 8), threads, 1, 8)
+
+
+def layer_norm_schedule(ns, module, threads):
+    """09's layer-norm schedule on `module` (09's `layer_norm(m, n, threads)` or a study's variant of it)."""
+    return ns["scale_shift_in_registers"](staged(ns, module, threads), 8)
+
+
 def variants(ns, m, n):
     """name -> (schedule, TIR pipeline, inputs, float64 reference) at m x n."""
     lanes = reduction_tables.plan(n, "float16")[0]
@@ -84,16 +94,14 @@ def variants(ns, m, n):
     plain_ref = reduction_tables.layer_norm_ref(xn, np.ones_like(w), np.zeros_like(b))
     x = reduction_tables.logits(m, n)
 
-    def staged(mod, threads):
-        return ns["row_in_shared"](ns["one_kernel"](mod, threads, 1, 8), threads, 1, 8)
-
     def ln(threads):
-        return ns["scale_shift_in_registers"](staged(ns["layer_norm"](m, n, threads), threads), 8)
+        return layer_norm_schedule(ns, ns["layer_norm"](m, n, threads), threads)
 
     return {
         "ln": (ln(lanes), "default", [xn, w, b], ref),
-        "ln, no scale or shift": (staged(layer_norm_plain(m, n, lanes), lanes), "default", [xn], plain_ref),
-        "softmax": (staged(ns["online_softmax"](m, n, lanes), lanes), "default", [x], reduction_tables.softmax_ref(x)),
+        "ln, no scale or shift": (staged(ns, layer_norm_plain(m, n, lanes), lanes), "default", [xn], plain_ref),
+        "softmax": (staged(ns, ns["online_softmax"](m, n, lanes), lanes), "default", [x],
+                    reduction_tables.softmax_ref(x)),
         "ln, 1024 threads": (ln(1024), "default", [xn, w, b], ref),
     }
 

@@ -25,8 +25,8 @@ import numpy as np
 
 from helpers import reduction_tables
 from lesson_code import edited, module_from_source
-from ln_long_rows import lesson
-from ln_scale_shift import SHAPES, layer_norm_plain, time_variants
+import ln_scale_shift
+from ln_scale_shift import SHAPES, layer_norm_schedule, time_variants
 
 def layer_norm_short_wb(ns, PERIOD):
     """09's `layer_norm` with W and B of PERIOD columns, read at j % PERIOD."""
@@ -39,22 +39,18 @@ def layer_norm_short_wb(ns, PERIOD):
 
 
 def variants(ns, m, n):
+    """name -> (schedule, TIR pipeline, inputs, float64 reference) at m x n: `ln_scale_shift.variants`'s layer
+    norm and diagnostic, with 09's layer norm on W and B of 8,192 and 1,024 columns between them."""
     lanes = reduction_tables.plan(n, "float16")[0]
     xn, w, b = reduction_tables.layer_norm_inputs(m, n)
-
-    def staged(mod, threads):
-        return ns["row_in_shared"](ns["one_kernel"](mod, threads, 1, 8), threads, 1, 8)
-
-    def ln(make):
-        return ns["scale_shift_in_registers"](staged(make(m, n, lanes), lanes), 8)
-
+    known = ln_scale_shift.variants(ns, m, n)
     return {
-        "ln": (ln(ns["layer_norm"]), "default", [xn, w, b], reduction_tables.layer_norm_ref(xn, w, b)),
-        **{f"ln, W and B of {p}": (ln(layer_norm_short_wb(ns, p)), "default", [xn, w[:p].copy(), b[:p].copy()],
+        "ln": known["ln"],
+        **{f"ln, W and B of {p}": (layer_norm_schedule(ns, layer_norm_short_wb(ns, p)(m, n, lanes), lanes), "default",
+                                   [xn, w[:p].copy(), b[:p].copy()],
                                    reduction_tables.layer_norm_ref(xn, np.tile(w[:p], n // p), np.tile(b[:p], n // p)))
            for p in (8192, 1024)},
-        "ln, no scale or shift": (staged(layer_norm_plain(m, n, lanes), lanes), "default", [xn],
-                                  reduction_tables.layer_norm_ref(xn, np.ones_like(w), np.zeros_like(b))),
+        "ln, no scale or shift": known["ln, no scale or shift"],
     }
 
 

@@ -57,21 +57,12 @@ def columns(d):
 
 def build_only():
     """Each variant compiled for sm_90a here (no GPU needed): ptxas's registers and spills a thread."""
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
     from helpers.flash_hopper_softmax import hopper_softmax, with_softmax
 
     for label, module in VARIANTS.items():  # as `best` builds them at d = 128, for 132 SMs
         kernel = with_softmax(hopper_softmax(0), module.persistent_flash_attention, 16, N, D, False, 132)
         ex = helpers.build(kernel, "sm_90a", tir_pipeline="tirx")
-        cu = Path(tempfile.mkdtemp()) / "k.cu"
-        cu.write_text(ex.mod.imports[0].inspect_source())
-        out = subprocess.run(["nvcc", "-arch=sm_90a", "-O3", "--use_fast_math", "-cubin", "-Xptxas", "-v",
-                              "-o", str(cu.with_suffix(".cubin")), str(cu)], capture_output=True, text=True)
-        info = [line.strip() for line in out.stderr.splitlines() if "ptxas" in line or "spill" in line]
-        print(f"{label}: " + " | ".join(info), flush=True)
+        print(f"{label}: " + "; ".join(map(str, helpers.ptxas_report(ex, "sm_90a"))), flush=True)
 
 
 if __name__ == "__main__":
