@@ -39,17 +39,18 @@ def tile_in_groups(sch, i, j, k, rows, cols, ks):
     return k0, k1, warp
 
 
-def min_blocks_pipeline(blocks: int) -> str:
-    """The name of a TIR pipeline, the default one, that also gives each kernel
+def min_blocks_pipeline(blocks: int, base: str = "s_tir") -> str:
+    """The name of a TIR pipeline, `base` (TVM's default one, or "tirx" for kernels written with explicit
+    threads), that also gives each kernel
     `__launch_bounds__(threads, blocks)`: ptxas then keeps registers low enough for `blocks` blocks
     per SM (spilling if it must). A schedule cannot say this: the attribute lives on the device
     function, which exists only after the pipeline splits host from device."""
     from tvm.tirx import compilation_pipeline
 
-    name = f"s_tir_{blocks}_blocks_per_sm"
+    name = f"{base}_{blocks}_blocks_per_sm"
     if name not in compilation_pipeline.PIPELINE_MAP:
         def pipeline(**kwargs):
-            lower, host, device = compilation_pipeline.get_tir_pipeline("s_tir", **kwargs)
+            lower, host, device = compilation_pipeline.get_tir_pipeline(base, **kwargs)
 
             @tvm.tirx.transform.prim_func_pass(opt_level=0)
             def bound(func, _mod, _ctx):
