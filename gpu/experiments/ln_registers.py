@@ -149,66 +149,55 @@ def softmax_registers(M, N, threads):
     return main
 
 
+#: (threads a row, blocks an SM, X loaded past L1) of each register plan timed, by row length
+LN_PLANS = {32768: [(512, 2, True), (512, 2, False), (256, 3, True), (512, 1, True)],
+            16384: [(512, 3, True), (512, 3, False), (512, 2, False)],
+            8192: [(512, 4, True), (512, 4, False), (256, 4, False)],
+            1024: [(128, 16, False), (64, 32, False)]}
+SOFTMAX_PLANS = {32768: [(512, 2)], 16384: [(512, 3), (512, 2)], 8192: [(512, 4), (256, 4)], 1024: [(128, 16), (64, 32)]}
+
+
+def plan_name(threads, blocks, past_l1=False):
+    """'registers[, X past L1][, T threads], B blocks' (512 threads unnamed), as the results name them."""
+    return (f"registers, {'X past L1, ' if past_l1 else ''}{f'{threads} threads, ' if threads != 512 else ''}"
+            f"{blocks} block{'s' if blocks > 1 else ''}")
+
+
+def bounded(blocks):
+    """The TIRx pipeline with `__launch_bounds__(threads, blocks)`; one block: TIRx's own."""
+    return min_blocks_pipeline(blocks, "tirx") if blocks > 1 else "tirx"
+
+
 def softmax_variants(ns, m, n):
-    """name -> (kernel, TIR pipeline, inputs, float64 reference): 09's softmax (staged) and on the register plan."""
+    """name -> (kernel, TIR pipeline, inputs, float64 reference): 09's softmax (staged) and on the register plans."""
     lanes = reduction_tables.plan(n, "float16")[0]
     x = reduction_tables.logits(m, n)
     ref = reduction_tables.softmax_ref(x)
-    blocks = {32768: 2, 16384: 3}.get(n, 4)
-    out = {"softmax (09's)": (staged(ns, ns["online_softmax"](m, n, lanes), lanes), "default", [x], ref),
-           f"softmax, registers, {blocks} blocks": (softmax_registers(m, n, 512), min_blocks_pipeline(blocks, "tirx"),
-                                                    [x], ref)}
-    if n == 16384:
-        out["softmax, registers, 2 blocks"] = (softmax_registers(m, n, 512), min_blocks_pipeline(2, "tirx"), [x], ref)
-    if n == 8192:
-        out["softmax, registers, 256 threads, 4 blocks"] = (softmax_registers(m, n, 256), min_blocks_pipeline(4, "tirx"),
-                                                            [x], ref)
-    return out
+    return {"softmax (09's)": (staged(ns, ns["online_softmax"](m, n, lanes), lanes), "default", [x], ref),
+            **{f"softmax, {plan_name(t, blocks)}": (softmax_registers(m, n, t), bounded(blocks), [x], ref)
+               for t, blocks in SOFTMAX_PLANS[n]}}
 
 
 def variants(ns, m, n):
-    """name -> (kernel, TIR pipeline, inputs, float64 reference) at m x n."""
-    sm_count = helpers.local_gpu_spec().sm_count if helpers.gpu_available() else 132  # `build` runs without one
+    """name -> (kernel, TIR pipeline, inputs, float64 reference) at m x n: 09's layer norm, `ln_resident`'s
+    best where its 512 threads fit the row, and the register plans."""
     lanes = reduction_tables.plan(n, "float16")[0]
     xn, w, b = reduction_tables.layer_norm_inputs(m, n)
     ref = reduction_tables.layer_norm_ref(xn, w, b)
-    sch = ns["scale_shift_in_registers"](ns["row_in_shared"](ns["one_kernel"](ns["layer_norm"](m, n, lanes), lanes, 1, 8),
-                                                             lanes, 1, 8), 8)
-    out = {"ln (09's)": (sch, "default", [xn, w, b], ref),
-           "one barrier, 2 stages": (layer_norm_one_sync(m, n, sm_count, 2), "tirx", [xn, w, b], ref)}
-    blocks = {32768: 2, 16384: 3}.get(n, 4)  # blocks of 512 an SM: 64 values a thread at 32k, 32 at 16k
-    out[f"registers, X past L1, {blocks} blocks"] = (layer_norm_registers(m, n, 512), min_blocks_pipeline(blocks, "tirx"),
-                                                     [xn, w, b], ref)
-    out[f"registers, {blocks} blocks"] = (layer_norm_registers(m, n, 512, x_past_l1=False),
-                                          min_blocks_pipeline(blocks, "tirx"), [xn, w, b], ref)
-    if n == 16384:
-        out["registers, 2 blocks"] = (layer_norm_registers(m, n, 512, x_past_l1=False), min_blocks_pipeline(2, "tirx"),
-                                      [xn, w, b], ref)
-    if n == 8192:
-        out["registers, 256 threads, 4 blocks"] = (layer_norm_registers(m, n, 256, x_past_l1=False),
-                                                    min_blocks_pipeline(4, "tirx"), [xn, w, b], ref)
-    if n == 32768:
-        out["registers, X past L1, 256 threads, 3 blocks"] = (layer_norm_registers(m, n, 256),
-                                                               min_blocks_pipeline(3, "tirx"), [xn, w, b], ref)
-        out["registers, X past L1, 1 block"] = (layer_norm_registers(m, n, 512), "tirx", [xn, w, b], ref)
+    out = {"ln (09's)": (layer_norm_schedule(ns, ns["layer_norm"](m, n, lanes), lanes), "default", [xn, w, b], ref)}
+    if n % (512 * 8) == 0:
+        sm_count = helpers.local_gpu_spec().sm_count if helpers.gpu_available() else 132  # `build` runs without one
+        out["one barrier, 2 stages"] = (layer_norm_one_sync(m, n, sm_count, 2), "tirx", [xn, w, b], ref)
+    for t, blocks, past_l1 in LN_PLANS[n]:
+        out[plan_name(t, blocks, past_l1)] = (layer_norm_registers(m, n, t, x_past_l1=past_l1), bounded(blocks),
+                                              [xn, w, b], ref)
     return out
 
 
 def short_variants(ns, m, n):
     """At rows of 1,024 (where the H200's record of 09 reads 77.5% for the layer norm, 81.8% for the softmax):
     09's kernels and both on the register plan with 128 threads (one 16-byte load each) and 64 (two)."""
-    lanes = reduction_tables.plan(n, "float16")[0]
-    xn, w, b = reduction_tables.layer_norm_inputs(m, n)
-    x = reduction_tables.logits(m, n)
-    ln_ref, sm_ref = reduction_tables.layer_norm_ref(xn, w, b), reduction_tables.softmax_ref(x)
-    out = {"ln (09's)": (layer_norm_schedule(ns, ns["layer_norm"](m, n, lanes), lanes), "default", [xn, w, b], ln_ref),
-           "softmax (09's)": (staged(ns, ns["online_softmax"](m, n, lanes), lanes), "default", [x], sm_ref)}
-    for threads, blocks in ((128, 16), (64, 32)):
-        out[f"registers, {threads} threads, {blocks} blocks"] = (
-            layer_norm_registers(m, n, threads, x_past_l1=False), min_blocks_pipeline(blocks, "tirx"), [xn, w, b], ln_ref)
-        out[f"softmax, registers, {threads} threads, {blocks} blocks"] = (
-            softmax_registers(m, n, threads), min_blocks_pipeline(blocks, "tirx"), [x], sm_ref)
-    return out
+    return {**variants(ns, m, n), **softmax_variants(ns, m, n)}
 
 
 def build_report(m=2048, n=32768):
