@@ -15,8 +15,12 @@ each thread issues 2 or 4 loads, at rows of 128, 256 and 1,024 (2^26 fp16 values
 beyond L2). Each is checked against its float64 reference and timed in 7 rounds against the float4 copy
 of the same bytes.
 
-    python gpu/experiments/short_rows.py
+`unstaged`: 09's plan and 2 loads a thread without `row_in_shared` (X read twice, no staging barrier).
+
+    python gpu/experiments/short_rows.py [unstaged]
 """
+
+import sys
 
 from helpers import reduction_tables
 from ln_scale_shift import time_variants
@@ -24,11 +28,13 @@ from ln_scale_shift import time_variants
 ROW_LENGTHS = (128, 256, 1024)
 
 
-def schedules(ns, m, n, lanes, rows):
+def schedules(ns, m, n, lanes, rows, in_shared=True):
     """09's softmax and layer norm at m x n with `lanes` threads a row and `rows` rows a block, staged and
-    vectorized as `fastest_softmax` and `fastest_layer_norm` do."""
+    vectorized as `fastest_softmax` and `fastest_layer_norm` do (or, `in_shared` false, not staged: X read
+    twice, the second time from L1 or L2)."""
     def staged(module):
-        return ns["row_in_shared"](ns["one_kernel"](module, lanes, rows, 8), lanes, rows, 8)
+        sch = ns["one_kernel"](module, lanes, rows, 8)
+        return ns["row_in_shared"](sch, lanes, rows, 8) if in_shared else sch
     return (staged(ns["online_softmax"](m, n, lanes)),
             ns["scale_shift_in_registers"](staged(ns["layer_norm"](m, n, lanes)), 8))
 
@@ -50,5 +56,21 @@ def variants(ns, m, n):
     return out
 
 
+def unstaged_variants(ns, m, n):
+    """09's plan and 2 loads a thread, the row not staged in shared memory (one barrier fewer, X read twice)."""
+    lanes, rows, _ = reduction_tables.plan(n, "float16")
+    x = reduction_tables.logits(m, n)
+    xn, w, b = reduction_tables.layer_norm_inputs(m, n)
+    refs = reduction_tables.softmax_ref(x), reduction_tables.layer_norm_ref(xn, w, b)
+    out = {}
+    for loads in (1, 2):
+        t, r = lanes // loads, rows * loads
+        softmax, ln = schedules(ns, m, n, t, r, in_shared=False)
+        out[f"softmax, {t} x {r}, not staged"] = (softmax, "default", [x], refs[0])
+        out[f"ln, {t} x {r}, not staged"] = (ln, "default", [xn, w, b], refs[1])
+    return out
+
+
 if __name__ == "__main__":
-    time_variants(variants, [(reduction_tables.ELEMENTS // n, n) for n in ROW_LENGTHS])
+    shapes = [(reduction_tables.ELEMENTS // n, n) for n in ROW_LENGTHS]
+    time_variants(unstaged_variants if sys.argv[1:2] == ["unstaged"] else variants, shapes)
