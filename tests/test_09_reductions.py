@@ -76,7 +76,7 @@ def test_welford_beats_the_sum_of_squares_where_the_mean_is_large(nb09):
 
 @pytest.mark.parametrize("n, dtype, plan", [
     (128, "float16", (16, 8, 8)), (256, "float16", (32, 4, 8)), (512, "float16", (32, 4, 8)),
-    (1024, "float16", (128, 1, 8)), (4096, "float16", (128, 1, 8)), (8192, "float16", (256, 1, 8)),
+    (1024, "float16", (32, 4, 8)), (2048, "float16", (128, 1, 8)), (4096, "float16", (128, 1, 8)), (8192, "float16", (256, 1, 8)),
     (32768, "float16", (512, 1, 8)), (4096, "float32", (256, 1, 4)), (64, "float32", (16, 8, 4)),
 ])
 def test_the_plan_for_each_row_length(nb09, n, dtype, plan):

@@ -20,6 +20,7 @@ Run at the sweep's shapes where the H200 trails SDPA and at 64x8k, with `blocks`
 keys (SDPA's time over ours [quartiles]), beside the lesson's plan.
 
     python gpu/experiments/decode_balanced.py [BxN ...]      (N in k)
+    python gpu/experiments/decode_balanced.py bounds [BxN ...]   (3 an SM, and 4 with registers bounded to 128)
     python gpu/experiments/decode_balanced.py build          (no GPU: the plans and the kernel's registers)
 """
 
@@ -131,16 +132,17 @@ def decode_paged_balanced(B, HQ, HKV, D, pages, max_pages, starts, pieces, count
     return main
 
 
-def build(b, n, blocks, target):
+def build(b, n, blocks, target, pipeline="tirx"):
     """The balanced kernel for b sequences of n keys and `blocks` blocks, with its plan's arrays."""
     starts, pieces, counts = plan_balanced([n] * b, blocks)
     kernel = decode_paged_balanced(b, HQ, HKV, D, *decode.pool_size([n] * b), starts, pieces, counts)
     slots = int(counts.max())
     outs = [np.zeros((b, slots, HQ, D), "float32"), np.zeros((b, slots, HQ), "float32"), np.empty((b, HQ, D), "float16")]
-    return kernels.build(kernel, target, "tirx"), [starts, pieces, counts, *outs], len(starts) - 1, slots
+    return kernels.build(kernel, target, pipeline), [starts, pieces, counts, *outs], len(starts) - 1, slots
 
 
-def main(shapes):
+def main(shapes, plans=(("", 3, "tirx"), ("", 6, "tirx"))):
+    """Each shape: the lesson's plan, then the balanced plan with each (label, blocks an SM, pipeline) of `plans`."""
     from decode_one_split import against_sdpa, sdpa_case
     from decode_plans import setup
 
@@ -156,9 +158,9 @@ def main(shapes):
         print(f"    lesson's plan, {b * HKV * splits:5d} blocks: "
               + against_sdpa(ex, dev, [q, kv, table, lengths, *decode.split_outputs(b, splits)], ref, rounds, sdpa),
               flush=True)
-        for per_sm in (3, 6):
-            ex, extra, blocks, slots = build(b, n, per_sm * spec.sm_count, target)
-            print(f"    balanced, {blocks:5d} blocks, up to {slots} pieces a pair: "
+        for label, per_sm, pipeline in plans:
+            ex, extra, blocks, slots = build(b, n, per_sm * spec.sm_count, target, pipeline)
+            print(f"    balanced{label}, {blocks:5d} blocks, up to {slots} pieces a pair: "
                   + against_sdpa(ex, dev, [q, kv, table, lengths, *extra], ref, rounds, sdpa), flush=True)
         del q, kv, table, lengths, ref
 
@@ -181,5 +183,9 @@ def parse(arg):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["build"]:
         build_report()
+    elif sys.argv[1:2] == ["bounds"]:  # 4 blocks an SM: registers bounded to 128 (192 bytes spilled)
+        from mma_fp16 import min_blocks_pipeline
+        main([parse(a) for a in sys.argv[2:]] or SHAPES[:4],
+             (("", 3, "tirx"), (", 4 an SM (128 registers)", 4, min_blocks_pipeline(4, "tirx"))))
     else:
         main([parse(a) for a in sys.argv[1:]] or SHAPES)
