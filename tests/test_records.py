@@ -91,7 +91,7 @@ def test_the_recorded_gpu_is_the_h100_but_for_a_notebook_recorded_on_another_unl
     monkeypatch.delenv("COURSE_RECORDED_GPU", raising=False)
     mode.read()  # as helpers.start does
     assert records.recorded_gpu() == records.DEFAULT_RECORDED_GPU == "nvidia-h100-80gb-hbm3"
-    assert records.recorded_gpu("09_reductions") == records.DEFAULT_RECORDED_GPU
+    assert records.recorded_gpu("10_flash_attention") == records.DEFAULT_RECORDED_GPU
     assert records.results_path("01_vector_add").parts[-3:] == ("results", "nvidia-h100-80gb-hbm3", "01_vector_add.json")
     # notebook 11's kernel changed while only an H200 was lent: its records are the H200's
     assert records.recorded_gpu("11_flash_attention_hopper") == mode.RECORDED_ON["11_flash_attention_hopper"] == "nvidia-h200"
@@ -100,7 +100,7 @@ def test_the_recorded_gpu_is_the_h100_but_for_a_notebook_recorded_on_another_unl
     monkeypatch.setenv("COURSE_RECORDED_GPU", "tesla-t4")
     mode.read()  # as helpers.start does
     assert records.results_path("01_vector_add", root=records.Path("r")) == records.Path("r/tesla-t4/01_vector_add.json")
-    assert records.recorded_gpu("11_flash_attention_hopper") == records.recorded_gpu("09_reductions") == "tesla-t4"
+    assert records.recorded_gpu("11_flash_attention_hopper") == records.recorded_gpu("10_flash_attention") == "tesla-t4"
     assert not mode.current().shows_committed_records
     monkeypatch.setenv("COURSE_RECORDED_GPU", records.DEFAULT_RECORDED_GPU)  # naming the default asks for nothing else
     mode.read()
@@ -121,7 +121,7 @@ def test_each_notebook_recorded_on_another_gpu_has_its_records_there(monkeypatch
             assert data and data["measurements"], f"{gpu}/ holds no records of {name}"
             assert records.gpu_slug(data["gpu"]) == gpu
         assert records.gpu_slug(records.recorded_device(notebook)["name"]) == gpu
-    assert records.recorded_device("09_reductions")["name"] == "NVIDIA H100 80GB HBM3"
+    assert records.recorded_device("10_flash_attention")["name"] == "NVIDIA H100 80GB HBM3"
 
 
 def test_records_are_read_from_the_folder_given(results_dir, tmp_path_factory):

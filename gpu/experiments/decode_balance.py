@@ -11,6 +11,11 @@ the 8-key one (2 blocks an SM), planned by `plan_one_wave`, checked against the 
 in 9 rounds alternating with SDPA on the same keys (SDPA's time over ours [quartiles]), with
 the size of the cache each reads.
 
+What it found (H200, 2026-11-29, `results/decode_balance.nvidia-h200.txt`): not the spread. 33x8k, two
+blocks on every SM, trails as 32x8k does (0.934 against 0.909); 49x8k, three an SM, leads (1.020). An SM
+needs three of these blocks to pull its share (2 read about 31 GB/s an SM, 3 about 33, a lone block 18),
+so a wave of fewer, as 32x8k's only one and 64x8k's second (0.805), leaves bandwidth unused.
+
     python gpu/experiments/decode_balance.py [BxN ...]     (N in k: 33x8 is 33 sequences of 8,192 tokens)
 """
 

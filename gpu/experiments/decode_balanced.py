@@ -19,6 +19,13 @@ Run at the sweep's shapes where the H200 trails SDPA and at 64x8k, with `blocks`
 6 an SM (two), each checked against the float64 reference and timed in 9 rounds against SDPA on the same
 keys (SDPA's time over ours [quartiles]), beside the lesson's plan.
 
+What it found (H200, 2026-11-29, `results/decode_balanced*.nvidia-h200.txt`): it wins where the lesson's
+plan leaves a partial second wave (64x8k 0.786 -> 0.944) and not elsewhere: 32x8k 0.903 -> 0.911, 128x1k
+0.895 -> 0.904, and 4-13 points lost where the lesson's plan already fills 3 blocks an SM (8x32k, 8x8k,
+32x1k: the pieces, the merge, a first step waiting at each piece). With 3 blocks on every SM, 32x8k reads
+4.1 TB/s where SDPA reads 4.5: what is left is a block's bandwidth. `bounds`: 4 blocks an SM with registers
+bounded to 128 spill and run at 0.57-0.59.
+
     python gpu/experiments/decode_balanced.py [BxN ...]      (N in k)
     python gpu/experiments/decode_balanced.py bounds [BxN ...]   (3 an SM, and 4 with registers bounded to 128)
     python gpu/experiments/decode_balanced.py build          (no GPU: the plans and the kernel's registers)

@@ -27,8 +27,8 @@ monotone (16k: 2 blocks for the layer norm, 3 for the softmax; the others 81-83%
 Each variant is checked against the float64 reference, then timed in 7 rounds against the float4 copy of
 the same bytes (2^26 fp16 values, 256 MiB moved: well beyond L2). `softmax`: the softmax variants. `tail`:
 the layer norms at 32k on 4 times the rows. `short`: both kernels at rows of 1,024 (128 threads with one
-16-byte load each, or 64 with two), where the H200's record of 09 reads 78-82%: written and built, not yet
-run (the session's device time ran out). `profile`: 09's layer norm and the register rows at 32k under
+16-byte load each, or 64 with two), where the H200's record of 09 read 78-82% (2026-11-29: 64 threads and 32
+blocks an SM read 92.0% and 98.6%, `results/ln_registers.short.nvidia-h200.txt`). `profile`: 09's layer norm and the register rows at 32k under
 Nsight Compute. `build` (no GPU): registers and spills of each variant, as ptxas reports them for sm_90a.
 
     python gpu/experiments/ln_registers.py [softmax | tail | short | profile | build]

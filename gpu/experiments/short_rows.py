@@ -15,9 +15,18 @@ each thread issues 2 or 4 loads, at rows of 128, 256 and 1,024 (2^26 fp16 values
 beyond L2). Each is checked against its float64 reference and timed in 7 rounds against the float4 copy
 of the same bytes.
 
-`unstaged`: 09's plan and 2 loads a thread without `row_in_shared` (X read twice, no staging barrier).
+What it found (H200, 2026-11-29, `results/short_rows*.nvidia-h200.txt`): not the loads. At 128 and 256, 2
+loads a thread are level with one (128: softmax 89.6% / layer norm 80.2% against 89.3% / 81.6%) and 4 are
+slower (60% / 56% at 128). At 1,024, 4 loads a thread on a warp a row win (softmax 81.1% -> 86.2%, layer
+norm 78.3% -> 94.6%), 2 on 64 threads do not: the warp needs no barrier between warps. So `plan` now gives
+rows of 1,024 a warp. Unstaged is slower everywhere (1,024: 71% / 64%): X read twice costs more than the
+barrier.
 
-    python gpu/experiments/short_rows.py [unstaged]
+`unstaged`: 09's plan and 2 loads a thread without `row_in_shared` (X read twice, no staging barrier).
+`blocks`: at 128 and 256, 09's plan with blocks of 256 and 512 threads (more rows a block). `profile`: 09's
+kernels at rows of 128 and 512 under Nsight Compute (`launch N:NAME` runs one).
+
+    python gpu/experiments/short_rows.py [unstaged | blocks | profile]
 """
 
 import sys
@@ -41,7 +50,7 @@ def schedules(ns, m, n, lanes, rows, in_shared=True):
 
 def variants(ns, m, n):
     """name -> (schedule, TIR pipeline, inputs, float64 reference): each kernel with 09's plan and with its
-    threads a row divided by 2 and 4 (2 and 4 loads a thread)."""
+    threads a row divided by 2 and 4 (twice and four times the 16-byte loads a thread)."""
     lanes, rows, _ = reduction_tables.plan(n, "float16")
     x = reduction_tables.logits(m, n)
     xn, w, b = reduction_tables.layer_norm_inputs(m, n)
@@ -50,7 +59,8 @@ def variants(ns, m, n):
     for loads in (1, 2, 4):
         t, r = lanes // loads, rows * loads
         softmax, ln = schedules(ns, m, n, t, r)
-        tag = f"{t} threads x {r} rows, {loads} load{'s' if loads > 1 else ''}" + (" (09's)" if loads == 1 else "")
+        each = n // (t * 8)  # 16-byte loads a thread
+        tag = f"{t} threads x {r} rows, {each} load{'s' if each > 1 else ''}" + (" (09's)" if loads == 1 else "")
         out[f"softmax, {tag}"] = (softmax, "default", [x], refs[0])
         out[f"ln, {tag}"] = (ln, "default", [xn, w, b], refs[1])
     return out
@@ -71,6 +81,62 @@ def unstaged_variants(ns, m, n):
     return out
 
 
+def block_variants(ns, m, n):
+    """09's plan with blocks of 128 (its own), 256 and 512 threads: the same threads a row, more rows a block."""
+    lanes, rows, _ = reduction_tables.plan(n, "float16")
+    x = reduction_tables.logits(m, n)
+    xn, w, b = reduction_tables.layer_norm_inputs(m, n)
+    refs = reduction_tables.softmax_ref(x), reduction_tables.layer_norm_ref(xn, w, b)
+    out = {}
+    for more in (1, 2, 4):
+        softmax, ln = schedules(ns, m, n, lanes, rows * more)
+        out[f"softmax, {lanes} x {rows * more} (block of {lanes * rows * more})"] = (softmax, "default", [x], refs[0])
+        out[f"ln, {lanes} x {rows * more} (block of {lanes * rows * more})"] = (ln, "default", [xn, w, b], refs[1])
+    return out
+
+
+def launch(spec):
+    """(Run by `profile` under ncu.) `variants`' kernel named by 'N:NAME' at 2^26 / N x N, launched 4 times."""
+    import numpy as np
+
+    import helpers
+    from helpers import bench, kernels
+    from ln_long_rows import lesson
+
+    n, name = spec.split(":", 1)
+    n = int(n)
+    m = reduction_tables.ELEMENTS // n
+    kernel, pipeline, inputs, ref = variants(lesson(), m, n)[name]
+    ex = kernels.build(kernel, helpers.make_target(), pipeline)
+    args = bench._launch_once(ex, helpers.device(), [*inputs, np.empty((m, n), "float16")], -1)
+    for _ in range(3):
+        ex.mod["main"](*args)
+    helpers.device().sync()
+    print(f"{spec}: relative error {bench.relative_error(args[-1].numpy(), ref):.1e}")
+
+
+PROFILED = ["128:ln, 16 threads x 8 rows, 1 load (09's)", "512:ln, 32 threads x 4 rows, 2 loads (09's)",
+            "128:softmax, 16 threads x 8 rows, 1 load (09's)", "512:softmax, 32 threads x 4 rows, 2 loads (09's)"]
+
+
+def profile():
+    """09's layer norm and softmax at rows of 128 (80% and 89% of the copy) and 512 (96% and 97%) under Nsight
+    Compute, side by side: instructions, issue and stalls, memory."""
+    from ncu import NCU_MENTIONED, ncu_first, ncu_rows, profile_side_by_side
+
+    memory = {"L1 hit rate (%)": lambda m: ncu_first(m, "l1tex__t_sector_hit_rate.pct"),
+              "DRAM throughput (% of peak)": lambda m: ncu_first(m, "dram__throughput.avg.pct_of_peak_sustained_elapsed")}
+    return profile_side_by_side(__file__, PROFILED, {**ncu_rows(0, {}), **memory}, "2^26 fp16 values",
+                                ("dram__", "l1tex__t_", *NCU_MENTIONED))
+
+
 if __name__ == "__main__":
     shapes = [(reduction_tables.ELEMENTS // n, n) for n in ROW_LENGTHS]
-    time_variants(unstaged_variants if sys.argv[1:2] == ["unstaged"] else variants, shapes)
+    if sys.argv[1:2] == ["launch"]:
+        launch(sys.argv[2])
+    elif sys.argv[1:2] == ["profile"]:
+        sys.exit(profile())
+    elif sys.argv[1:2] == ["blocks"]:
+        time_variants(block_variants, shapes[:2])
+    else:
+        time_variants(unstaged_variants if sys.argv[1:2] == ["unstaged"] else variants, shapes)
