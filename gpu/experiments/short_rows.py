@@ -24,9 +24,10 @@ barrier.
 
 `unstaged`: 09's plan and 2 loads a thread without `row_in_shared` (X read twice, no staging barrier).
 `blocks`: at 128 and 256, 09's plan with blocks of 256 and 512 threads (more rows a block). `profile`: 09's
-kernels at rows of 128 and 512 under Nsight Compute (`launch N:NAME` runs one).
+kernels at rows of 128 and 512 under Nsight Compute (`launch N:NAME` runs one). `half4`: 09's plan with
+the last pass reading the staged row 8 bytes at a time (`half4_reads`), at rows of 128 to 32,768.
 
-    python gpu/experiments/short_rows.py [unstaged | blocks | profile]
+    python gpu/experiments/short_rows.py [unstaged | blocks | profile | half4]
 """
 
 import sys
@@ -95,6 +96,32 @@ def block_variants(ns, m, n):
     return out
 
 
+def half4_reads(sch):
+    """The last pass reads the staged row 4 values (8 bytes) at a time: its loop of 8 values a thread split in
+    two and the halves vectorized. 09's pass reads them one at a time, 2 bytes from threads 16 bytes apart,
+    which the profile shows as shared-memory bank conflicts. (All 8 at once would be float32x8 arithmetic,
+    which TVM 0.27's CUDA code generator writes as a `make_ulonglong4` of 8 values: nvcc refuses it.)"""
+    sch.vectorize(sch.split(sch.get_loops(sch.get_sblock("norm"))[-1], [None, 4])[1])
+    return sch
+
+
+def half4_variants(ns, m, n):
+    """09's plan, and the same with `half4_reads`."""
+    lanes, rows, _ = reduction_tables.plan(n, "float16")
+    x = reduction_tables.logits(m, n)
+    xn, w, b = reduction_tables.layer_norm_inputs(m, n)
+    refs = reduction_tables.softmax_ref(x), reduction_tables.layer_norm_ref(xn, w, b)
+    out = {}
+    for split in (False, True):
+        softmax, ln = schedules(ns, m, n, lanes, rows)
+        if split:
+            softmax, ln = half4_reads(softmax), half4_reads(ln)
+        tag = f"{lanes} x {rows}" + (", 8-byte reads" if split else " (09's)")
+        out[f"softmax, {tag}"] = (softmax, "default", [x], refs[0])
+        out[f"ln, {tag}"] = (ln, "default", [xn, w, b], refs[1])
+    return out
+
+
 def launch(spec):
     """(Run by `profile` under ncu.) `variants`' kernel named by 'N:NAME' at 2^26 / N x N, launched 4 times."""
     import numpy as np
@@ -136,6 +163,8 @@ if __name__ == "__main__":
         launch(sys.argv[2])
     elif sys.argv[1:2] == ["profile"]:
         sys.exit(profile())
+    elif sys.argv[1:2] == ["half4"]:
+        time_variants(half4_variants, [(reduction_tables.ELEMENTS // n, n) for n in (128, 256, 512, 1024, 2048, 8192, 32768)])
     elif sys.argv[1:2] == ["blocks"]:
         time_variants(block_variants, shapes[:2])
     else:
