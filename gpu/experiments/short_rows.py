@@ -25,7 +25,8 @@ barrier.
 `unstaged`: 09's plan and 2 loads a thread without `row_in_shared` (X read twice, no staging barrier).
 `blocks`: at 128 and 256, 09's plan with blocks of 256 and 512 threads (more rows a block). `profile`: 09's
 kernels at rows of 128 and 512 under Nsight Compute (`launch N:NAME` runs one). `half4`: 09's plan with
-the last pass reading the staged row 8 bytes at a time (`half4_reads`), at rows of 128 to 32,768.
+the last pass reading the staged row 8 bytes at a time (`half4_reads`), at rows of 128 to 32,768 (level
+everywhere on the H200, 2026-11-29: the conflicts are not the cost).
 
     python gpu/experiments/short_rows.py [unstaged | blocks | profile | half4]
 """
