@@ -37,6 +37,7 @@ import numpy as np
 from tvm.script import tirx as T
 
 import helpers
+from decode_balance import parse
 from helpers import decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D, PAGE, check_heads
 from helpers.decode_steps import KEYS, load_keys, scores_keys, update_keys
@@ -180,11 +181,6 @@ def build_report():
         regs = ", ".join(f"{r.registers} registers, {r.spill_stores} bytes spilled" for r in helpers.ptxas_report(ex, "sm_90a"))
         print(f"{b}x{n // 1024}k: {blocks} blocks of {pieces[:starts[1], 3].sum()} keys, {len(pieces)} pieces, up to "
               f"{slots} a pair; {regs}")
-
-
-def parse(arg):
-    b, n = arg.lower().rstrip("k").split("x")
-    return int(b), int(n) * 1024
 
 
 if __name__ == "__main__":

@@ -50,51 +50,44 @@ def schedules(ns, m, n, lanes, rows, in_shared=True):
             ns["scale_shift_in_registers"](staged(ns["layer_norm"](m, n, lanes)), 8))
 
 
-def variants(ns, m, n):
-    """name -> (schedule, TIR pipeline, inputs, float64 reference): each kernel with 09's plan and with its
-    threads a row divided by 2 and 4 (twice and four times the 16-byte loads a thread)."""
-    lanes, rows, _ = reduction_tables.plan(n, "float16")
+def named(m, n, pairs):
+    """name -> (schedule, TIR pipeline, inputs, float64 reference) for each (tag, softmax, layer norm) of
+    `pairs`, on m x n inputs made once."""
     x = reduction_tables.logits(m, n)
     xn, w, b = reduction_tables.layer_norm_inputs(m, n)
-    refs = reduction_tables.softmax_ref(x), reduction_tables.layer_norm_ref(xn, w, b)
+    softmax_ref, ln_ref = reduction_tables.softmax_ref(x), reduction_tables.layer_norm_ref(xn, w, b)
     out = {}
-    for loads in (1, 2, 4):
+    for tag, softmax, ln in pairs:
+        out[f"softmax, {tag}"] = (softmax, "default", [x], softmax_ref)
+        out[f"ln, {tag}"] = (ln, "default", [xn, w, b], ln_ref)
+    return out
+
+
+def variants(ns, m, n):
+    """Each kernel with 09's plan and with its threads a row divided by 2 and 4 (twice and four times the
+    16-byte loads a thread)."""
+    lanes, rows, _ = reduction_tables.plan(n, "float16")
+
+    def pair(loads):
         t, r = lanes // loads, rows * loads
-        softmax, ln = schedules(ns, m, n, t, r)
         each = n // (t * 8)  # 16-byte loads a thread
         tag = f"{t} threads x {r} rows, {each} load{'s' if each > 1 else ''}" + (" (09's)" if loads == 1 else "")
-        out[f"softmax, {tag}"] = (softmax, "default", [x], refs[0])
-        out[f"ln, {tag}"] = (ln, "default", [xn, w, b], refs[1])
-    return out
+        return (tag, *schedules(ns, m, n, t, r))
+    return named(m, n, [pair(loads) for loads in (1, 2, 4)])
 
 
 def unstaged_variants(ns, m, n):
     """09's plan and 2 loads a thread, the row not staged in shared memory (one barrier fewer, X read twice)."""
     lanes, rows, _ = reduction_tables.plan(n, "float16")
-    x = reduction_tables.logits(m, n)
-    xn, w, b = reduction_tables.layer_norm_inputs(m, n)
-    refs = reduction_tables.softmax_ref(x), reduction_tables.layer_norm_ref(xn, w, b)
-    out = {}
-    for loads in (1, 2):
-        t, r = lanes // loads, rows * loads
-        softmax, ln = schedules(ns, m, n, t, r, in_shared=False)
-        out[f"softmax, {t} x {r}, not staged"] = (softmax, "default", [x], refs[0])
-        out[f"ln, {t} x {r}, not staged"] = (ln, "default", [xn, w, b], refs[1])
-    return out
+    return named(m, n, [(f"{lanes // k} x {rows * k}, not staged", *schedules(ns, m, n, lanes // k, rows * k, False))
+                        for k in (1, 2)])
 
 
 def block_variants(ns, m, n):
     """09's plan with blocks of 128 (its own), 256 and 512 threads: the same threads a row, more rows a block."""
     lanes, rows, _ = reduction_tables.plan(n, "float16")
-    x = reduction_tables.logits(m, n)
-    xn, w, b = reduction_tables.layer_norm_inputs(m, n)
-    refs = reduction_tables.softmax_ref(x), reduction_tables.layer_norm_ref(xn, w, b)
-    out = {}
-    for more in (1, 2, 4):
-        softmax, ln = schedules(ns, m, n, lanes, rows * more)
-        out[f"softmax, {lanes} x {rows * more} (block of {lanes * rows * more})"] = (softmax, "default", [x], refs[0])
-        out[f"ln, {lanes} x {rows * more} (block of {lanes * rows * more})"] = (ln, "default", [xn, w, b], refs[1])
-    return out
+    return named(m, n, [(f"{lanes} x {rows * k} (block of {lanes * rows * k})", *schedules(ns, m, n, lanes, rows * k))
+                        for k in (1, 2, 4)])
 
 
 def half4_reads(sch):
@@ -109,18 +102,9 @@ def half4_reads(sch):
 def half4_variants(ns, m, n):
     """09's plan, and the same with `half4_reads`."""
     lanes, rows, _ = reduction_tables.plan(n, "float16")
-    x = reduction_tables.logits(m, n)
-    xn, w, b = reduction_tables.layer_norm_inputs(m, n)
-    refs = reduction_tables.softmax_ref(x), reduction_tables.layer_norm_ref(xn, w, b)
-    out = {}
-    for split in (False, True):
-        softmax, ln = schedules(ns, m, n, lanes, rows)
-        if split:
-            softmax, ln = half4_reads(softmax), half4_reads(ln)
-        tag = f"{lanes} x {rows}" + (", 8-byte reads" if split else " (09's)")
-        out[f"softmax, {tag}"] = (softmax, "default", [x], refs[0])
-        out[f"ln, {tag}"] = (ln, "default", [xn, w, b], refs[1])
-    return out
+    plain = schedules(ns, m, n, lanes, rows)
+    split = [half4_reads(sch) for sch in schedules(ns, m, n, lanes, rows)]
+    return named(m, n, [(f"{lanes} x {rows} (09's)", *plain), (f"{lanes} x {rows}, 8-byte reads", *split)])
 
 
 def launch(spec):
