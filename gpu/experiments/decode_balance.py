@@ -31,13 +31,23 @@ from helpers.decode import HKV, HQ, D
 SHAPES = [(32, 8192), (33, 8192), (49, 8192), (64, 8192), (66, 8192), (99, 1024), (128, 1024), (132, 1024)]
 
 
-def main(shapes):
+def cases(shapes):
+    """12's lesson, this GPU (device, target, spec), then for each (b, n) of `shapes`, after a line saying how
+    and the cache's size: b, n and `sdpa_case`'s query, cache, reference and round timers."""
     lesson = helpers.lessons.lesson("12_decoding")
     dev, target, spec, flush_bytes = setup()
     print(f"{spec.name}, {spec.sm_count} SMs; medians of 9 rounds against SDPA in the same rounds")
+    yield lesson, dev, target, spec
     for b, n in shapes:
         q, kv, table, lengths, ref, rounds, sdpa, how = sdpa_case(b, n, spec, flush_bytes)
         print(f"  {how}; {decode.decode_bytes(lengths) / 1e6:,.0f} MB of cache")
+        yield b, n, q, kv, table, lengths, ref, rounds, sdpa
+
+
+def main(shapes):
+    walk = cases(shapes)
+    lesson, dev, target, spec = next(walk)
+    for b, n, q, kv, table, lengths, ref, rounds, sdpa in walk:
         for keys, per_sm, factory in PAIRS:
             lesson.BLOCKS_PER_SM = per_sm  # plan_one_wave reads it when called
             splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count)
@@ -46,7 +56,6 @@ def main(shapes):
             args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
             print(f"    {keys} keys, {per_sm}/SM: {blocks:5d} blocks ({blocks / spec.sm_count:4.2f} an SM), "
                   f"{splits} splits: " + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)
-        del q, kv, table, lengths, ref
 
 
 def parse(arg):

@@ -151,15 +151,12 @@ def build(b, n, blocks, target, pipeline="tirx"):
 
 def main(shapes, plans=(("", 3, "tirx"), ("", 6, "tirx"))):
     """Each shape: the lesson's plan, then the balanced plan with each (label, blocks an SM, pipeline) of `plans`."""
-    from decode_one_split import against_sdpa, sdpa_case
-    from decode_plans import setup
+    from decode_balance import cases
+    from decode_one_split import against_sdpa
 
-    lesson = helpers.lessons.lesson("12_decoding")
-    dev, target, spec, flush_bytes = setup()
-    print(f"{spec.name}, {spec.sm_count} SMs; medians of 9 rounds against SDPA in the same rounds")
-    for b, n in shapes:
-        q, kv, table, lengths, ref, rounds, sdpa, how = sdpa_case(b, n, spec, flush_bytes)
-        print(f"  {how}; {decode.decode_bytes(lengths) / 1e6:,.0f} MB of cache")
+    walk = cases(shapes)
+    lesson, dev, target, spec = next(walk)
+    for b, n, q, kv, table, lengths, ref, rounds, sdpa in walk:
         splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count)
         ex = kernels.build(decode_steps.decode_paged_wave(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk),
                            target, "tirx")
@@ -170,7 +167,6 @@ def main(shapes, plans=(("", 3, "tirx"), ("", 6, "tirx"))):
             ex, extra, blocks, slots = build(b, n, per_sm * spec.sm_count, target, pipeline)
             print(f"    balanced{label}, {blocks:5d} blocks, up to {slots} pieces a pair: "
                   + against_sdpa(ex, dev, [q, kv, table, lengths, *extra], ref, rounds, sdpa), flush=True)
-        del q, kv, table, lengths, ref
 
 
 def build_report():
