@@ -28,8 +28,9 @@ Each variant is checked against the float64 reference, then timed in 7 rounds ag
 the same bytes (2^26 fp16 values, 256 MiB moved: well beyond L2). `softmax`: the softmax variants. `tail`:
 the layer norms at 32k on 4 times the rows. `short`: both kernels at rows of 1,024 (128 threads with one
 16-byte load each, or 64 with two), where the H200's record of 09 read 78-82% (2026-11-29: 64 threads and 32
-blocks an SM read 92.0% and 98.6%, `results/ln_registers.short.nvidia-h200.txt`). `profile`: 09's layer norm and the register rows at 32k under
-Nsight Compute. `build` (no GPU): registers and spills of each variant, as ptxas reports them for sm_90a.
+blocks an SM read 92.0% and 98.6%, `results/ln_registers.short.nvidia-h200.txt`; its "09's" kernels were
+09's plan of then, a block of 128 threads a row; 09 now gives these rows a warp, and so do they). `profile`:
+09's layer norm and the register rows at 32k under Nsight Compute. `build` (no GPU): registers and spills of each variant, as ptxas reports them for sm_90a.
 
     python gpu/experiments/ln_registers.py [softmax | tail | short | profile | build]
 """
@@ -170,10 +171,10 @@ def bounded(blocks):
 
 def softmax_variants(ns, m, n):
     """name -> (kernel, TIR pipeline, inputs, float64 reference): 09's softmax (staged) and on the register plans."""
-    lanes = reduction_tables.plan(n, "float16")[0]
+    lanes, rows, _ = reduction_tables.plan(n, "float16")
     x = reduction_tables.logits(m, n)
     ref = reduction_tables.softmax_ref(x)
-    return {"softmax (09's)": (staged(ns, ns["online_softmax"](m, n, lanes), lanes), "default", [x], ref),
+    return {"softmax (09's)": (staged(ns, ns["online_softmax"](m, n, lanes), lanes, rows), "default", [x], ref),
             **{f"softmax, {plan_name(t, blocks)}": (softmax_registers(m, n, t), bounded(blocks), [x], ref)
                for t, blocks in SOFTMAX_PLANS[n]}}
 
@@ -181,10 +182,11 @@ def softmax_variants(ns, m, n):
 def variants(ns, m, n):
     """name -> (kernel, TIR pipeline, inputs, float64 reference) at m x n: 09's layer norm, `ln_resident`'s
     best where its 512 threads fit the row, and the register plans."""
-    lanes = reduction_tables.plan(n, "float16")[0]
+    lanes, rows, _ = reduction_tables.plan(n, "float16")
     xn, w, b = reduction_tables.layer_norm_inputs(m, n)
     ref = reduction_tables.layer_norm_ref(xn, w, b)
-    out = {"ln (09's)": (layer_norm_schedule(ns, ns["layer_norm"](m, n, lanes), lanes), "default", [xn, w, b], ref)}
+    out = {"ln (09's)": (layer_norm_schedule(ns, ns["layer_norm"](m, n, lanes), lanes, rows), "default", [xn, w, b],
+                         ref)}
     if n % (512 * 8) == 0:
         sm_count = helpers.local_gpu_spec().sm_count if helpers.gpu_available() else 132  # `build` runs without one
         out["one barrier, 2 stages"] = (layer_norm_one_sync(m, n, sm_count, 2), "tirx", [xn, w, b], ref)

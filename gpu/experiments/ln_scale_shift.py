@@ -76,14 +76,15 @@ def layer_norm_plain(M, N, lanes, dtype="float16", eps=1e-5):
     return Plain
 
 
-def staged(ns, mod, threads):
-    """09's steps up to the row staged in shared memory (`one_kernel`, `row_in_shared`), `threads` a row."""
-    return ns["row_in_shared"](ns["one_kernel"](mod, threads, 1, 8), threads, 1, 8)
+def staged(ns, mod, threads, rows=1):
+    """09's steps up to the row staged in shared memory (`one_kernel`, `row_in_shared`), `threads` a row and
+    `rows` rows a block."""
+    return ns["row_in_shared"](ns["one_kernel"](mod, threads, rows, 8), threads, rows, 8)
 
 
-def layer_norm_schedule(ns, module, threads):
+def layer_norm_schedule(ns, module, threads, rows=1):
     """09's layer-norm schedule on `module` (09's `layer_norm(m, n, threads)` or a study's variant of it)."""
-    return ns["scale_shift_in_registers"](staged(ns, module, threads), 8)
+    return ns["scale_shift_in_registers"](staged(ns, module, threads, rows), 8)
 
 
 def variants(ns, m, n):
