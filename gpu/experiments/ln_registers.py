@@ -30,7 +30,8 @@ the layer norms at 32k on 4 times the rows. `short`: both kernels at rows of 1,0
 16-byte load each, or 64 with two), where the H200's record of 09 read 78-82% (2026-11-29: 64 threads and 32
 blocks an SM read 92.0% and 98.6%, `results/ln_registers.short.nvidia-h200.txt`; its "09's" kernels were
 09's plan of then, a block of 128 threads a row; 09 now gives these rows a warp, and so do they). `profile`:
-09's layer norm and the register rows at 32k under Nsight Compute. `build` (no GPU): registers and spills of each variant, as ptxas reports them for sm_90a.
+09's layer norm and the register rows at 32k under Nsight Compute. `build` (no GPU): registers and spills
+of each variant, as ptxas reports them for sm_90a.
 
     python gpu/experiments/ln_registers.py [softmax | tail | short | profile | build]
 """
