@@ -28,6 +28,7 @@ bounded to 128 spill and run at 0.57-0.59.
 
     python gpu/experiments/decode_balanced.py [BxN ...]      (N in k)
     python gpu/experiments/decode_balanced.py bounds [BxN ...]   (3 an SM, and 4 with registers bounded to 128)
+    python gpu/experiments/decode_balanced.py keys8 [BxN ...]    (3 an SM, and 8 keys a row at 2 an SM)
     python gpu/experiments/decode_balanced.py build          (no GPU: the plans and the kernel's registers)
 """
 
@@ -40,7 +41,6 @@ import helpers
 from decode_balance import parse
 from helpers import decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D, PAGE, check_heads
-from helpers.decode_steps import KEYS, load_keys, scores_keys, update_keys
 from helpers.lessons.decoding import LANES, LOG2E, NEG, ROWS, THREADS, VEC, init_state, load_q, merge_rows, share_rows, write_partial
 
 SHAPES = [(32, 8192), (128, 1024), (8, 32768), (64, 8192), (32, 1024), (8, 8192)]
@@ -73,9 +73,11 @@ def plan_balanced(lengths, blocks, kv_heads=HKV, page=PAGE):
     return np.array(starts, "int32"), np.array(pieces, "int32"), counts
 
 
-def decode_paged_balanced(B, HQ, HKV, D, pages, max_pages, starts, pieces, counts, page=16):
-    """decode_paged_wave with each block's (b, h, split) read from the plan: the block walks its pieces."""
+def decode_paged_balanced(B, HQ, HKV, D, pages, max_pages, starts, pieces, counts, page=16, steps=decode_steps):
+    """decode_paged_wave with each block's (b, h, split) read from the plan: the block walks its pieces. Its
+    keys a row a step, and the macros that take them, are `steps`' (decode_steps, or a copy with more)."""
     heads, scale = check_heads(HQ, HKV, D), LOG2E / D ** 0.5
+    KEYS, load_keys, scores_keys, update_keys = steps.KEYS, steps.load_keys, steps.scores_keys, steps.update_keys
     blocks, n_pieces, slots = len(starts) - 1, len(pieces), int(counts.max())
 
     @T.prim_func
@@ -140,17 +142,18 @@ def decode_paged_balanced(B, HQ, HKV, D, pages, max_pages, starts, pieces, count
     return main
 
 
-def build(b, n, blocks, target, pipeline="tirx"):
+def build(b, n, blocks, target, pipeline="tirx", steps=decode_steps):
     """The balanced kernel for b sequences of n keys and `blocks` blocks, with its plan's arrays."""
     starts, pieces, counts = plan_balanced([n] * b, blocks)
-    kernel = decode_paged_balanced(b, HQ, HKV, D, *decode.pool_size([n] * b), starts, pieces, counts)
+    kernel = decode_paged_balanced(b, HQ, HKV, D, *decode.pool_size([n] * b), starts, pieces, counts, steps=steps)
     slots = int(counts.max())
     outs = [np.zeros((b, slots, HQ, D), "float32"), np.zeros((b, slots, HQ), "float32"), np.empty((b, HQ, D), "float16")]
     return kernels.build(kernel, target, pipeline), [starts, pieces, counts, *outs], len(starts) - 1, slots
 
 
-def main(shapes, plans=(("", 3, "tirx"), ("", 6, "tirx"))):
-    """Each shape: the lesson's plan, then the balanced plan with each (label, blocks an SM, pipeline) of `plans`."""
+def main(shapes, plans=(("", 3, "tirx", decode_steps), ("", 6, "tirx", decode_steps))):
+    """Each shape: the lesson's plan, then the balanced plan with each (label, blocks an SM, pipeline, module of
+    the keys a row) of `plans`."""
     from decode_balance import cases
     from decode_one_split import against_sdpa
 
@@ -163,8 +166,8 @@ def main(shapes, plans=(("", 3, "tirx"), ("", 6, "tirx"))):
         print(f"    lesson's plan, {b * HKV * splits:5d} blocks: "
               + against_sdpa(ex, dev, [q, kv, table, lengths, *decode.split_outputs(b, splits)], ref, rounds, sdpa),
               flush=True)
-        for label, per_sm, pipeline in plans:
-            ex, extra, blocks, slots = build(b, n, per_sm * spec.sm_count, target, pipeline)
+        for label, per_sm, pipeline, steps in plans:
+            ex, extra, blocks, slots = build(b, n, per_sm * spec.sm_count, target, pipeline, steps)
             print(f"    balanced{label}, {blocks:5d} blocks, up to {slots} pieces a pair: "
                   + against_sdpa(ex, dev, [q, kv, table, lengths, *extra], ref, rounds, sdpa), flush=True)
 
@@ -185,6 +188,10 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["bounds"]:  # 4 blocks an SM: registers bounded to 128 (192 bytes spilled)
         from mma_fp16 import min_blocks_pipeline
         main([parse(a) for a in sys.argv[2:]] or SHAPES[:4],
-             (("", 3, "tirx"), (", 4 an SM (128 registers)", 4, min_blocks_pipeline(4, "tirx"))))
+             (("", 3, "tirx", decode_steps), (", 4 an SM (128 registers)", 4, min_blocks_pipeline(4, "tirx"), decode_steps)))
+    elif sys.argv[1:2] == ["keys8"]:  # 8 keys a row (twice the bytes in flight a thread), 2 blocks an SM
+        from decode_one_split import steps_with_keys
+        main([parse(a) for a in sys.argv[2:]] or SHAPES,
+             (("", 3, "tirx", decode_steps), (", 8 keys a row, 2 an SM", 2, "tirx", steps_with_keys(8))))
     else:
         main([parse(a) for a in sys.argv[1:]] or SHAPES)

@@ -26,12 +26,17 @@ from helpers.decode import HKV, HQ, D
 SHAPES = [(32, 1024), (128, 1024), (32, 8192), (8, 1024)]
 
 
-def keys_a_row(keys):
-    """decode_paged_wave with `keys` keys a row a step: decode_steps' source with its KEYS changed, in a
-    module of its own (a macro keeps the KEYS it was made with). At 8: twice the bytes in flight, and
-    more registers a thread (2 blocks an SM, not 3)."""
+def steps_with_keys(keys):
+    """decode_steps' source with its KEYS changed, in a module of its own (a macro keeps the KEYS it was made
+    with): its kernels and macros take `keys` keys a row a step."""
     src = edited(inspect.getsource(decode_steps), {"\nKEYS = 4\n": f"\nKEYS = {keys}\n"}, "decode_steps")
-    return module_from_source(f"decode_steps_keys{keys}", src).decode_paged_wave
+    return module_from_source(f"decode_steps_keys{keys}", src)
+
+
+def keys_a_row(keys):
+    """decode_paged_wave with `keys` keys a row a step. At 8: twice the bytes in flight, and more registers a
+    thread (2 blocks an SM, not 3)."""
+    return steps_with_keys(keys).decode_paged_wave
 
 
 VARIANTS = [("two kernels (ahead)", decode_steps.decode_paged_ahead), ("wave: O written", decode_steps.decode_paged_wave)]
