@@ -175,8 +175,7 @@ def main(shapes, plans=(("", 3, "tirx", decode_steps), ("", 6, "tirx", decode_st
 def build_report():
     """(No GPU.) Each shape's plan at 3 blocks an SM of 132, and the kernel's registers as ptxas reports them."""
     for b, n in SHAPES:
-        starts, pieces, counts = plan_balanced([n] * b, 3 * 132)
-        ex, _, blocks, slots = build(b, n, 3 * 132, "sm_90a")
+        ex, (starts, pieces, *_), blocks, slots = build(b, n, 3 * 132, "sm_90a")
         regs = ", ".join(f"{r.registers} registers, {r.spill_stores} bytes spilled" for r in helpers.ptxas_report(ex, "sm_90a"))
         print(f"{b}x{n // 1024}k: {blocks} blocks of {pieces[:starts[1], 3].sum()} keys, {len(pieces)} pieces, up to "
               f"{slots} a pair; {regs}")

@@ -79,8 +79,9 @@ def layer_norm_registers(M, N, threads, x_past_l1=True, eps=1e-5):
             acc[0] = T.float32(0)
             acc[2] = T.float32(0)
             for i in T.unroll(per):  # one pass: the sums of d = x - x[0] and of d * d (shifted, so exact enough)
-                acc[0] = acc[0] + (T.Cast("float32", x[i]) - T.Cast("float32", x[0]))
-                acc[2] = acc[2] + (T.Cast("float32", x[i]) - T.Cast("float32", x[0])) * (T.Cast("float32", x[i]) - T.Cast("float32", x[0]))
+                d = T.meta_var(T.Cast("float32", x[i]) - T.Cast("float32", x[0]))
+                acc[0] = acc[0] + d
+                acc[2] = acc[2] + d * d
             acc[2] = acc[2] - acc[0] * acc[0] * T.float32(1 / per)  # the thread's M2
             acc[0] = T.Cast("float32", x[0]) + acc[0] * T.float32(1 / per)  # the thread's mean
             acc[1] = acc[0] * acc[0]

@@ -134,17 +134,17 @@ def time_variants(variants_of, shapes, scale=1):
         report_against_copy(runs, m * n * 2, dev, target, 32)
 
 
-def launch(name, variants_of=None):
-    """(Run by `profile` under ncu.) `variants_of`'s kernel `name` (default: this study's) at 2048x32768,
-    launched 4 times; its relative error printed."""
-    m, n = SHAPES[0]
+def launch(name, variants_of=None, shape=None, label=None):
+    """(Run by `profile` under ncu.) `variants_of`'s kernel `name` (default: this study's) at `shape` (default
+    2048x32768), launched 4 times; its relative error printed after `label` (default: the name)."""
+    m, n = shape or SHAPES[0]
     kernel, pipeline, inputs, ref = (variants_of or variants)(lesson(), m, n)[name]
     ex = kernels.build(kernel, helpers.make_target(), pipeline)
     args = bench._launch_once(ex, helpers.device(), [*inputs, np.empty((m, n), "float16")], -1)
     for _ in range(3):
         ex.mod["main"](*args)
     helpers.device().sync()
-    print(f"{name}: relative error {bench.relative_error(args[-1].numpy(), ref):.1e}")
+    print(f"{label or name}: relative error {bench.relative_error(args[-1].numpy(), ref):.1e}")
 
 
 def profile(script=__file__, names=("ln", "ln, no scale or shift", "softmax")):

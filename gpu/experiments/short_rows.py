@@ -34,7 +34,8 @@ everywhere on the H200, 2026-11-29: the conflicts are not the cost).
 import sys
 
 from helpers import reduction_tables
-from ln_scale_shift import time_variants
+from ln_scale_shift import launch as shared_launch
+from ln_scale_shift import staged, time_variants
 
 ROW_LENGTHS = (128, 256, 1024)
 
@@ -43,11 +44,10 @@ def schedules(ns, m, n, lanes, rows, in_shared=True):
     """09's softmax and layer norm at m x n with `lanes` threads a row and `rows` rows a block, staged and
     vectorized as `fastest_softmax` and `fastest_layer_norm` do (or, `in_shared` false, not staged: X read
     twice, the second time from L1 or L2)."""
-    def staged(module):
-        sch = ns["one_kernel"](module, lanes, rows, 8)
-        return ns["row_in_shared"](sch, lanes, rows, 8) if in_shared else sch
-    return (staged(ns["online_softmax"](m, n, lanes)),
-            ns["scale_shift_in_registers"](staged(ns["layer_norm"](m, n, lanes)), 8))
+    def prepared(module):
+        return staged(ns, module, lanes, rows) if in_shared else ns["one_kernel"](module, lanes, rows, 8)
+    return (prepared(ns["online_softmax"](m, n, lanes)),
+            ns["scale_shift_in_registers"](prepared(ns["layer_norm"](m, n, lanes)), 8))
 
 
 def named(m, n, pairs):
@@ -109,22 +109,8 @@ def half4_variants(ns, m, n):
 
 def launch(spec):
     """(Run by `profile` under ncu.) `variants`' kernel named by 'N:NAME' at 2^26 / N x N, launched 4 times."""
-    import numpy as np
-
-    import helpers
-    from helpers import bench, kernels
-    from ln_long_rows import lesson
-
     n, name = spec.split(":", 1)
-    n = int(n)
-    m = reduction_tables.ELEMENTS // n
-    kernel, pipeline, inputs, ref = variants(lesson(), m, n)[name]
-    ex = kernels.build(kernel, helpers.make_target(), pipeline)
-    args = bench._launch_once(ex, helpers.device(), [*inputs, np.empty((m, n), "float16")], -1)
-    for _ in range(3):
-        ex.mod["main"](*args)
-    helpers.device().sync()
-    print(f"{spec}: relative error {bench.relative_error(args[-1].numpy(), ref):.1e}")
+    shared_launch(name, variants, (reduction_tables.ELEMENTS // int(n), int(n)), spec)
 
 
 PROFILED = ["128:ln, 16 threads x 8 rows, 1 load (09's)", "512:ln, 32 threads x 4 rows, 2 loads (09's)",
