@@ -155,16 +155,19 @@ def launch_checked(name: str, a: np.ndarray, b: np.ndarray, variant: Variant | N
 
 
 def profile_side_by_side(script: str, kernels: list[str], rows: dict, title: str, mentioned: tuple[str, ...],
-                         launch_options: tuple[str, ...] = ()) -> int:
+                         launch_options: tuple[str, ...] = (), kernel_names: dict[str, str] | None = None) -> int:
     """Run `python <script> launch KERNEL [launch_options]` under Nsight Compute for each kernel, at
     the clocks timing runs see; print the `rows` (label: reader of one kernel's metrics) side by side
-    under `title`, then every metric whose name contains one of `mentioned`, per kernel."""
+    under `title`, then every metric whose name contains one of `mentioned`, per kernel.
+    `kernel_names` (KERNEL: ncu's --kernel-name, "regex:..." allowed) profiles only the launches of
+    that name, for a launch that runs other kernels too (a library's helpers, a second pass)."""
     found, status = {}, 0
     print(f"ncu {' '.join(NCU_OPTIONS)} python3 gpu/experiments/{Path(script).name} launch KERNEL "
           f"{' '.join(launch_options)}".rstrip(), flush=True)
     for kernel in kernels:
         try:
-            proc = under_ncu(script, NCU_OPTIONS, ["launch", kernel, *launch_options], timeout=300)
+            named = ["--kernel-name", kernel_names[kernel]] if kernel in (kernel_names or {}) else []
+            proc = under_ncu(script, [*named, *NCU_OPTIONS], ["launch", kernel, *launch_options], timeout=300)
         except Exception as err:  # noqa: BLE001 (a timeout, most likely)
             print(f"ncu {kernel}: {error_line(err)}", flush=True)
             status = 1
