@@ -9,7 +9,8 @@ next step: more bytes in flight (TMA pages in shared memory) or the group's 4 qu
 
 `profile` runs `launch KERNEL` under Nsight Compute for: the lesson's kernel (`lesson`: 4 keys a row, 3
 blocks an SM), the same with 8 keys a row (`keys8`: 2 an SM), and torch's SDPA (`sdpa`: its best backend,
-`enable_gqa`, on the same keys laid out densely), each checked against the float64 reference; then prints
+`enable_gqa`, on the same keys laid out densely), and `decode_mma.py`'s kernel (`mma`: scores and P V on
+tensor cores), each checked against the float64 reference; then prints
 them side by side: time, DRAM throughput, occupancy, issue slots and the warps' top stalls.
 
     python gpu/experiments/decode_profile.py profile [BxN]     (default 32x8; N in k)
@@ -26,7 +27,7 @@ from decode_one_split import keys_a_row
 from helpers import bench, decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D
 
-PROFILED = {"lesson": "main_kernel", "keys8": "main_kernel", "sdpa": "regex:sdpa|flash|fmha|attn|attention"}
+PROFILED = {"lesson": "main_kernel", "keys8": "main_kernel", "mma": "main_kernel", "sdpa": "regex:sdpa|flash|fmha|attn|attention"}
 
 
 def launch(name, b, n):
@@ -46,7 +47,9 @@ def launch(name, b, n):
         got = out.float().cpu().numpy()
     else:
         splits, chunk = helpers.lessons.lesson("12_decoding").plan_one_wave([n] * b, helpers.local_gpu_spec().sm_count)
-        factory = decode_steps.decode_paged_wave if name == "lesson" else keys_a_row(8)
+        from decode_mma import decode_paged_mma
+
+        factory = {"lesson": decode_steps.decode_paged_wave, "keys8": keys_a_row(8), "mma": decode_paged_mma}[name]
         ex = kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), helpers.make_target(), "tirx")
         args = bench._launch_once(ex, helpers.device(), [q, kv, table, lengths, *decode.split_outputs(b, splits)], -1)
         for _ in range(3):
