@@ -29,7 +29,6 @@ Checked against the float64 reference, then timed in 9 rounds alternating with S
 
 import sys
 
-import numpy as np
 from tvm.script import tirx as T
 
 import helpers
