@@ -43,22 +43,21 @@ THREADS = 32 * WARPS
 
 
 @T.macro
-def load_page(kr, vr, KV32, table, b, h, first_page, tile, n, g, t):
-    # the page's 16 keys, K and V: lane (g, t) takes keys g and g + 8, 16 bytes at dims 32u + 8t, u = 0..3
+def load_page(r, KV32, table, b, h, first_page, tile, n, g, t, which):
+    # the page's 16 keys of K (which = 0) or V (1): lane (g, t) takes keys g and g + 8, 16 bytes at dims 32u + 8t
     for ri in T.unroll(2):
         for u in T.unroll(4):
             if tile * PAGE + ri * 8 + g < n:
-                kr[T.Ramp(ri * 16 + u * 4, 1, 4)] = KV32[table[b, first_page + tile], 0, h, ri * 8 + g,
-                                                         T.Ramp(u * 16 + t * 4, 1, 4)]
-                vr[T.Ramp(ri * 16 + u * 4, 1, 4)] = KV32[table[b, first_page + tile], 1, h, ri * 8 + g,
-                                                         T.Ramp(u * 16 + t * 4, 1, 4)]
+                r[T.Ramp(ri * 16 + u * 4, 1, 4)] = KV32[table[b, first_page + tile], which, h, ri * 8 + g,
+                                                        T.Ramp(u * 16 + t * 4, 1, 4)]
             else:  # past the split's end: zeros, so that P V adds 0 * 0
                 for q in T.unroll(4):
-                    kr[ri * 16 + u * 4 + q] = T.uint32(0)
-                    vr[ri * 16 + u * 4 + q] = T.uint32(0)
+                    r[ri * 16 + u * 4 + q] = T.uint32(0)
 
 
-def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16):
+def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16, in_place=False):
+    """`in_place`: no second set of registers for the next page; its K loads into this page's K registers
+    once S is made, its V into V's once P V is done (64 registers fewer: 3 blocks an SM, not 2)."""
     heads, scale = check_heads(HQ, HKV, D), LOG2E / D ** 0.5
     if page != PAGE or chunk % PAGE or D != 128 or heads > 8:
         raise ValueError(f"decode_paged_mma takes pages of {PAGE} keys, splits of whole pages, d = 128 and at most "
@@ -77,7 +76,7 @@ def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16):
             Q32 = T.decl_buffer((B, HQ, D // 2), "uint32", data=Q.data)
             KV32 = T.decl_buffer((pages, 2, HKV, page, D // 2), "uint32", data=KV.data)
             qa = T.alloc_local((16,), "uint32")  # Q's A fragments, 8 k-steps x (rows g, g + 8 zero)
-            kr, vr, kc, vc, vt = [T.alloc_local((32,), "uint32") for _ in range(5)]  # loading, in use, V^T
+            kr, vr, kc, vc = [T.alloc_local((32,), "uint32") for _ in range(4)]  # loading, in use
             zero, pf = T.alloc_local((1,), "uint32"), T.alloc_local((2,), "uint32")
             s = T.alloc_local((8,), "float32")  # S, two 8-key tiles: (head g, keys 2t, 2t + 1), rows g + 8
             o = T.alloc_local((32,), "float32")  # O^T, 8 tiles of 16 dims: (dims of g, heads 2t, 2t + 1)
@@ -97,14 +96,17 @@ def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16):
             for x in T.unroll(32):
                 o[x] = T.float32(0)
             if warp < tiles:
-                load_page(kr, vr, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t)
+                load_page(kc if in_place else kr, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 0)
+                load_page(vc if in_place else vr, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 1)
             for it in T.serial((tiles + WARPS - 1) // WARPS):
                 tile = T.meta_var(it * WARPS + warp)
-                for x in T.unroll(32):
-                    kc[x] = kr[x]
-                    vc[x] = vr[x]
-                if tile + WARPS < tiles:  # the warp's next page loads while this one is scored
-                    load_page(kr, vr, KV32, table, b, h, sp * chunk // PAGE, tile + WARPS, n, g, t)
+                if not in_place:
+                    for x in T.unroll(32):
+                        kc[x] = kr[x]
+                        vc[x] = vr[x]
+                    if tile + WARPS < tiles:  # the warp's next page loads while this one is scored
+                        load_page(kr, KV32, table, b, h, sp * chunk // PAGE, tile + WARPS, n, g, t, 0)
+                        load_page(vr, KV32, table, b, h, sp * chunk // PAGE, tile + WARPS, n, g, t, 1)
                 if tile < tiles:
                     for x in T.unroll(8):
                         s[x] = T.float32(0)
@@ -114,6 +116,8 @@ def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16):
                                        qa[kk * 2], zero[0], qa[kk * 2 + 1], zero[0],
                                        kc[j * 16 + kk // 2 * 4 + kk % 2 * 2], kc[j * 16 + kk // 2 * 4 + kk % 2 * 2 + 1],
                                        s[j * 4], s[j * 4 + 1], s[j * 4 + 2], s[j * 4 + 3])
+                    if in_place and tile + WARPS < tiles:  # K's registers are free: the next page's K
+                        load_page(kc, KV32, table, b, h, sp * chunk // PAGE, tile + WARPS, n, g, t, 0)
                     for j in T.unroll(2):
                         for e in T.unroll(2):
                             s[j * 4 + e] = T.if_then_else(tile * PAGE + j * 8 + t * 2 + e < n, s[j * 4 + e] * T.float32(scale),
@@ -134,11 +138,13 @@ def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16):
                             o[i * 4 + e] = o[i * 4 + e] * a2[0]
                             o[i * 4 + 2 + e] = o[i * 4 + 2 + e] * a2[0]
                     for x in T.unroll(32):  # V's 8x8 blocks transposed: lane (g, t) gets keys 2t, 2t + 1 of a dim
-                        T.ptx.movmatrix.sync.aligned.m8n8.trans.b16(vt[x], vc[x])
+                        T.ptx.movmatrix.sync.aligned.m8n8.trans.b16(vc[x], vc[x])
                     for i in T.unroll(8):  # O^T += V^T P^T, dims of blocks 2i (rows 0-7) and 2i + 1 (rows 8-15)
                         T.ptx[MMA](o[i * 4], o[i * 4 + 1], o[i * 4 + 2], o[i * 4 + 3],
-                                   vt[i * 2], vt[i * 2 + 1], vt[16 + i * 2], vt[16 + i * 2 + 1], pf[0], pf[1],
+                                   vc[i * 2], vc[i * 2 + 1], vc[16 + i * 2], vc[16 + i * 2 + 1], pf[0], pf[1],
                                    o[i * 4], o[i * 4 + 1], o[i * 4 + 2], o[i * 4 + 3])
+                    if in_place and tile + WARPS < tiles:  # and V's
+                        load_page(vc, KV32, table, b, h, sp * chunk // PAGE, tile + WARPS, n, g, t, 1)
             l[0] = T.cuda.warp_sum(l[0], 4)
             if t == 0:
                 sm[warp, g] = m[0]
@@ -170,11 +176,16 @@ def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16):
     return main
 
 
+def decode_paged_mma_in_place(*shape):
+    return decode_paged_mma(*shape, in_place=True)
+
+
 def build_report():
     """(No GPU.) ptxas' registers, and the page loop's instructions against the lesson's step loop."""
     import re
 
-    for name, factory in (("lesson (decode_paged_wave)", decode_steps.decode_paged_wave), ("mma", decode_paged_mma)):
+    for name, factory in (("lesson (decode_paged_wave)", decode_steps.decode_paged_wave), ("mma", decode_paged_mma),
+                          ("mma, loads in place", decode_paged_mma_in_place)):
         k = factory(32, HQ, HKV, D, *decode.pool_size([8192] * 32), 1, 8192)
         src = kernels.build(k, "sm_90a", "tirx").mod.imports[0].inspect_source()
         regs = ", ".join(f"{r.registers} registers, {r.spill_stores} bytes spilled" for r in helpers.ptxas_report(
@@ -189,9 +200,12 @@ def main(shapes):
     walk = cases(shapes)
     lesson, dev, target, spec = next(walk)
     for b, n, q, kv, table, lengths, ref, rounds, sdpa in walk:
-        splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count)
-        args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
-        for name, factory in (("lesson's", decode_steps.decode_paged_wave), ("mma", decode_paged_mma)):
+        for name, factory, per_sm in (("lesson's", decode_steps.decode_paged_wave, 3), ("mma", decode_paged_mma, 3),
+                                      ("mma, planned for 2 an SM", decode_paged_mma, 2),
+                                      ("mma, loads in place", decode_paged_mma_in_place, 3)):
+            lesson.BLOCKS_PER_SM = per_sm  # plan_one_wave reads it when called
+            splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count)
+            args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
             ex = kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), target, "tirx")
             print(f"    {name}, {b * HKV * splits} blocks, {splits} splits: "
                   + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)
