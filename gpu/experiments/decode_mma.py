@@ -24,6 +24,7 @@ Checked against the float64 reference, then timed in 9 rounds alternating with S
 `decode_paged_wave`, at the sweep's shapes where the H200 trails SDPA and a few where it does not.
 
     python gpu/experiments/decode_mma.py [BxN ...]      (N in k)
+    python gpu/experiments/decode_mma.py sweep          (12's sweep shapes: the lesson's and mma at 2 an SM)
     python gpu/experiments/decode_mma.py build          (no GPU: registers, and the page loop's instructions)
 """
 
@@ -193,16 +194,18 @@ def build_report():
         print(f"{name}: {regs}; mma {len(re.findall('mma.sync', src))}, movmatrix {len(re.findall('movmatrix', src))}")
 
 
-def main(shapes):
+VARIANTS = (("lesson's", decode_steps.decode_paged_wave, 3), ("mma", decode_paged_mma, 3),
+            ("mma, planned for 2 an SM", decode_paged_mma, 2), ("mma, loads in place", decode_paged_mma_in_place, 3))
+
+
+def main(shapes, variants=VARIANTS):
     from decode_balance import cases
     from decode_one_split import against_sdpa
 
     walk = cases(shapes)
     lesson, dev, target, spec = next(walk)
     for b, n, q, kv, table, lengths, ref, rounds, sdpa in walk:
-        for name, factory, per_sm in (("lesson's", decode_steps.decode_paged_wave, 3), ("mma", decode_paged_mma, 3),
-                                      ("mma, planned for 2 an SM", decode_paged_mma, 2),
-                                      ("mma, loads in place", decode_paged_mma_in_place, 3)):
+        for name, factory, per_sm in variants:
             lesson.BLOCKS_PER_SM = per_sm  # plan_one_wave reads it when called
             splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count)
             args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
@@ -214,6 +217,8 @@ def main(shapes):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["build"]:
         build_report()
+    elif sys.argv[1:2] == ["sweep"]:  # 12's sweep: the lesson's kernel and the mma one planned for 2 an SM
+        main(decode.sweep_points(), VARIANTS[::2])
     else:
         from decode_balance import parse
         main([parse(a) for a in sys.argv[1:]] or SHAPES)
