@@ -24,6 +24,7 @@ Checked against the float64 reference, then timed in 9 rounds alternating with S
 `decode_paged_wave`, at the sweep's shapes where the H200 trails SDPA and a few where it does not.
 
     python gpu/experiments/decode_mma.py [BxN ...]      (N in k)
+    python gpu/experiments/decode_mma.py ahead [BxN ...] (copy, in place, two in place)
     python gpu/experiments/decode_mma.py sweep          (12's sweep shapes: the lesson's and mma at 2 an SM)
     python gpu/experiments/decode_mma.py build          (no GPU: registers, and the page loop's instructions)
 """
@@ -56,13 +57,59 @@ def load_page(r, KV32, table, b, h, first_page, tile, n, g, t, which):
                     r[ri * 16 + u * 4 + q] = T.uint32(0)
 
 
-def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16, in_place=False):
-    """`in_place`: no second set of registers for the next page; its K loads into this page's K registers
-    once S is made, its V into V's once P V is done (64 registers fewer: 3 blocks an SM, not 2)."""
+def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16, registers="copy"):
+    """`registers`, how a warp's next pages load: "copy", into a second set of registers while the first
+    is used, then copied over (as `decode_paged_wave`); "in place", one set, the next page's K loading into
+    K's registers once S is made and its V into V's once P V is done (64 registers fewer: 3 blocks an SM,
+    not 2); "two in place": two sets used in turn, each refilled in place with the page two ahead (twice
+    the bytes in flight of "in place", the registers of "copy")."""
     heads, scale = check_heads(HQ, HKV, D), LOG2E / D ** 0.5
     if page != PAGE or chunk % PAGE or D != 128 or heads > 8:
         raise ValueError(f"decode_paged_mma takes pages of {PAGE} keys, splits of whole pages, d = 128 and at most "
                          f"8 query heads a KV head; got page {page}, chunk {chunk}, d {D}, {heads} heads")
+
+    @T.macro(hygienic=False)
+    def attend(kc, vc, tile, ahead, scale):
+        # one page of the warp: S on mma, the online softmax, O^T += V^T P^T on mma; with `ahead`, the K and
+        # V of page tile + ahead load into kc and vc as soon as each is used
+        if tile < tiles:
+            for x in T.unroll(8):
+                s[x] = T.float32(0)
+            for j in T.unroll(2):  # S = Q K^T, keys 8j..8j+7 of the page
+                for kk in T.unroll(8):
+                    T.ptx[MMA](s[j * 4], s[j * 4 + 1], s[j * 4 + 2], s[j * 4 + 3],
+                               qa[kk * 2], zero[0], qa[kk * 2 + 1], zero[0],
+                               kc[j * 16 + kk // 2 * 4 + kk % 2 * 2], kc[j * 16 + kk // 2 * 4 + kk % 2 * 2 + 1],
+                               s[j * 4], s[j * 4 + 1], s[j * 4 + 2], s[j * 4 + 3])
+            if ahead > 0 and tile + ahead < tiles:  # K's registers are free: the K of the page `ahead` on
+                load_page(kc, KV32, table, b, h, sp * chunk // PAGE, tile + ahead, n, g, t, 0)
+            for j in T.unroll(2):
+                for e in T.unroll(2):
+                    s[j * 4 + e] = T.if_then_else(tile * PAGE + j * 8 + t * 2 + e < n, s[j * 4 + e] * T.float32(scale),
+                                                  T.min_value("float32"))
+            mn[0] = T.cuda.warp_max(T.max(T.max(s[0], s[1]), T.max(s[4], s[5])), 4)  # the head's 4 lanes
+            mn[0] = T.max(mn[0], m[0])
+            alpha[0] = T.exp2(m[0] - mn[0])
+            m[0] = mn[0]
+            for j in T.unroll(2):
+                for e in T.unroll(2):
+                    s[j * 4 + e] = T.exp2(s[j * 4 + e] - mn[0])
+            l[0] = l[0] * alpha[0] + s[0] + s[1] + s[4] + s[5]
+            for j in T.unroll(2):  # P^T as mma's B: keys 2t, 2t + 1 (+ 8j) of head g, packed
+                T.ptx.cvt.rn.f16x2.f32(pf[j], s[j * 4 + 1], s[j * 4])
+            for e in T.unroll(2):  # O^T's columns are heads 2t, 2t + 1: their alphas
+                a2[0] = T.cuda.__shfl_sync(T.uint32(0xFFFFFFFF), alpha[0], (t * 2 + e) * 4 % 32, 32)
+                for i in T.unroll(8):
+                    o[i * 4 + e] = o[i * 4 + e] * a2[0]
+                    o[i * 4 + 2 + e] = o[i * 4 + 2 + e] * a2[0]
+            for x in T.unroll(32):  # V's 8x8 blocks transposed: lane (g, t) gets keys 2t, 2t + 1 of a dim
+                T.ptx.movmatrix.sync.aligned.m8n8.trans.b16(vc[x], vc[x])
+            for i in T.unroll(8):  # O^T += V^T P^T, dims of blocks 2i (rows 0-7) and 2i + 1 (rows 8-15)
+                T.ptx[MMA](o[i * 4], o[i * 4 + 1], o[i * 4 + 2], o[i * 4 + 3],
+                           vc[i * 2], vc[i * 2 + 1], vc[16 + i * 2], vc[16 + i * 2 + 1], pf[0], pf[1],
+                           o[i * 4], o[i * 4 + 1], o[i * 4 + 2], o[i * 4 + 3])
+            if ahead > 0 and tile + ahead < tiles:  # and its V
+                load_page(vc, KV32, table, b, h, sp * chunk // PAGE, tile + ahead, n, g, t, 1)
 
     @T.prim_func
     def main(Q: T.Buffer((B, HQ, D), "float16"), KV: T.Buffer((pages, 2, HKV, page, D), "float16"),
@@ -96,56 +143,34 @@ def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16, in
             l[0] = T.float32(0)
             for x in T.unroll(32):
                 o[x] = T.float32(0)
-            if warp < tiles:
-                load_page(kc if in_place else kr, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 0)
-                load_page(vc if in_place else vr, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 1)
-            for it in T.serial((tiles + WARPS - 1) // WARPS):
-                tile = T.meta_var(it * WARPS + warp)
-                if not in_place:
+            if registers == "copy":  # kr, vr load the next page while kc, vc are used
+                if warp < tiles:
+                    load_page(kr, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 0)
+                    load_page(vr, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 1)
+                for it in T.serial((tiles + WARPS - 1) // WARPS):
                     for x in T.unroll(32):
                         kc[x] = kr[x]
                         vc[x] = vr[x]
-                    if tile + WARPS < tiles:  # the warp's next page loads while this one is scored
-                        load_page(kr, KV32, table, b, h, sp * chunk // PAGE, tile + WARPS, n, g, t, 0)
-                        load_page(vr, KV32, table, b, h, sp * chunk // PAGE, tile + WARPS, n, g, t, 1)
-                if tile < tiles:
-                    for x in T.unroll(8):
-                        s[x] = T.float32(0)
-                    for j in T.unroll(2):  # S = Q K^T, keys 8j..8j+7 of the page
-                        for kk in T.unroll(8):
-                            T.ptx[MMA](s[j * 4], s[j * 4 + 1], s[j * 4 + 2], s[j * 4 + 3],
-                                       qa[kk * 2], zero[0], qa[kk * 2 + 1], zero[0],
-                                       kc[j * 16 + kk // 2 * 4 + kk % 2 * 2], kc[j * 16 + kk // 2 * 4 + kk % 2 * 2 + 1],
-                                       s[j * 4], s[j * 4 + 1], s[j * 4 + 2], s[j * 4 + 3])
-                    if in_place and tile + WARPS < tiles:  # K's registers are free: the next page's K
-                        load_page(kc, KV32, table, b, h, sp * chunk // PAGE, tile + WARPS, n, g, t, 0)
-                    for j in T.unroll(2):
-                        for e in T.unroll(2):
-                            s[j * 4 + e] = T.if_then_else(tile * PAGE + j * 8 + t * 2 + e < n, s[j * 4 + e] * T.float32(scale),
-                                                          T.min_value("float32"))
-                    mn[0] = T.cuda.warp_max(T.max(T.max(s[0], s[1]), T.max(s[4], s[5])), 4)  # the head's 4 lanes
-                    mn[0] = T.max(mn[0], m[0])
-                    alpha[0] = T.exp2(m[0] - mn[0])
-                    m[0] = mn[0]
-                    for j in T.unroll(2):
-                        for e in T.unroll(2):
-                            s[j * 4 + e] = T.exp2(s[j * 4 + e] - mn[0])
-                    l[0] = l[0] * alpha[0] + s[0] + s[1] + s[4] + s[5]
-                    for j in T.unroll(2):  # P^T as mma's B: keys 2t, 2t + 1 (+ 8j) of head g, packed
-                        T.ptx.cvt.rn.f16x2.f32(pf[j], s[j * 4 + 1], s[j * 4])
-                    for e in T.unroll(2):  # O^T's columns are heads 2t, 2t + 1: their alphas
-                        a2[0] = T.cuda.__shfl_sync(T.uint32(0xFFFFFFFF), alpha[0], (t * 2 + e) * 4 % 32, 32)
-                        for i in T.unroll(8):
-                            o[i * 4 + e] = o[i * 4 + e] * a2[0]
-                            o[i * 4 + 2 + e] = o[i * 4 + 2 + e] * a2[0]
-                    for x in T.unroll(32):  # V's 8x8 blocks transposed: lane (g, t) gets keys 2t, 2t + 1 of a dim
-                        T.ptx.movmatrix.sync.aligned.m8n8.trans.b16(vc[x], vc[x])
-                    for i in T.unroll(8):  # O^T += V^T P^T, dims of blocks 2i (rows 0-7) and 2i + 1 (rows 8-15)
-                        T.ptx[MMA](o[i * 4], o[i * 4 + 1], o[i * 4 + 2], o[i * 4 + 3],
-                                   vc[i * 2], vc[i * 2 + 1], vc[16 + i * 2], vc[16 + i * 2 + 1], pf[0], pf[1],
-                                   o[i * 4], o[i * 4 + 1], o[i * 4 + 2], o[i * 4 + 3])
-                    if in_place and tile + WARPS < tiles:  # and V's
-                        load_page(vc, KV32, table, b, h, sp * chunk // PAGE, tile + WARPS, n, g, t, 1)
+                    if it * WARPS + warp + WARPS < tiles:
+                        load_page(kr, KV32, table, b, h, sp * chunk // PAGE, it * WARPS + warp + WARPS, n, g, t, 0)
+                        load_page(vr, KV32, table, b, h, sp * chunk // PAGE, it * WARPS + warp + WARPS, n, g, t, 1)
+                    attend(kc, vc, it * WARPS + warp, 0, scale)
+            elif registers == "in place":  # one set: the next page loads into it as it is used
+                if warp < tiles:
+                    load_page(kc, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 0)
+                    load_page(vc, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 1)
+                for it in T.serial((tiles + WARPS - 1) // WARPS):
+                    attend(kc, vc, it * WARPS + warp, WARPS, scale)
+            else:  # "two in place": two sets, each refilled with the page two ahead as it is used
+                if warp < tiles:
+                    load_page(kc, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 0)
+                    load_page(vc, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 1)
+                if WARPS + warp < tiles:
+                    load_page(kr, KV32, table, b, h, sp * chunk // PAGE, WARPS + warp, n, g, t, 0)
+                    load_page(vr, KV32, table, b, h, sp * chunk // PAGE, WARPS + warp, n, g, t, 1)
+                for it in T.serial((tiles + 2 * WARPS - 1) // (2 * WARPS)):
+                    attend(kc, vc, it * 2 * WARPS + warp, 2 * WARPS, scale)
+                    attend(kr, vr, it * 2 * WARPS + WARPS + warp, 2 * WARPS, scale)
             l[0] = T.cuda.warp_sum(l[0], 4)
             if t == 0:
                 sm[warp, g] = m[0]
@@ -178,7 +203,11 @@ def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16, in
 
 
 def decode_paged_mma_in_place(*shape):
-    return decode_paged_mma(*shape, in_place=True)
+    return decode_paged_mma(*shape, registers="in place")
+
+
+def decode_paged_mma_two(*shape):
+    return decode_paged_mma(*shape, registers="two in place")
 
 
 def build_report():
@@ -186,7 +215,7 @@ def build_report():
     import re
 
     for name, factory in (("lesson (decode_paged_wave)", decode_steps.decode_paged_wave), ("mma", decode_paged_mma),
-                          ("mma, loads in place", decode_paged_mma_in_place)):
+                          ("mma, loads in place", decode_paged_mma_in_place), ("mma, two in place", decode_paged_mma_two)):
         k = factory(32, HQ, HKV, D, *decode.pool_size([8192] * 32), 1, 8192)
         src = kernels.build(k, "sm_90a", "tirx").mod.imports[0].inspect_source()
         regs = ", ".join(f"{r.registers} registers, {r.spill_stores} bytes spilled" for r in helpers.ptxas_report(
@@ -195,7 +224,9 @@ def build_report():
 
 
 VARIANTS = (("lesson's", decode_steps.decode_paged_wave, 3), ("mma", decode_paged_mma, 3),
-            ("mma, planned for 2 an SM", decode_paged_mma, 2), ("mma, loads in place", decode_paged_mma_in_place, 3))
+            ("mma, planned for 2 an SM", decode_paged_mma, 2), ("mma, loads in place", decode_paged_mma_in_place, 3),
+            ("mma, two in place, 2 an SM", decode_paged_mma_two, 2))
+SWEEP_VARIANTS = (VARIANTS[0], VARIANTS[2])
 
 
 def main(shapes, variants=VARIANTS):
@@ -215,10 +246,13 @@ def main(shapes, variants=VARIANTS):
 
 
 if __name__ == "__main__":
+    from decode_balance import parse
+
     if sys.argv[1:2] == ["build"]:
         build_report()
+    elif sys.argv[1:2] == ["ahead"]:  # the three ways of loading ahead, at the shapes where SDPA leads
+        main([parse(a) for a in sys.argv[2:]] or SHAPES[:4], (VARIANTS[0], *VARIANTS[2:]))
     elif sys.argv[1:2] == ["sweep"]:  # 12's sweep: the lesson's kernel and the mma one planned for 2 an SM
-        main(decode.sweep_points(), VARIANTS[::2])
+        main(decode.sweep_points(), SWEEP_VARIANTS)
     else:
-        from decode_balance import parse
         main([parse(a) for a in sys.argv[1:]] or SHAPES)
