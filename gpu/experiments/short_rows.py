@@ -23,12 +23,13 @@ rows of 1,024 a warp. Unstaged is slower everywhere (1,024: 71% / 64%): X read t
 barrier.
 
 `unstaged`: 09's plan and 2 loads a thread without `row_in_shared` (X read twice, no staging barrier).
-`blocks`: at 128 and 256, 09's plan with blocks of 256 and 512 threads (more rows a block). `profile`: 09's
+`padded`: at 128 and 256, 09's plan with the staged rows padded (`padded_stage`: the two rows a warp reads
+at 128 fall on different banks). `blocks`: at 128 and 256, 09's plan with blocks of 256 and 512 threads (more rows a block). `profile`: 09's
 kernels at rows of 128 and 512 under Nsight Compute (`launch N:NAME` runs one). `half4`: 09's plan with
 the last pass reading the staged row 8 bytes at a time (`half4_reads`), at rows of 128 to 32,768 (level
 everywhere on the H200, 2026-11-29: the conflicts are not the cost).
 
-    python gpu/experiments/short_rows.py [unstaged | blocks | profile | half4]
+    python gpu/experiments/short_rows.py [unstaged | blocks | profile | half4 | padded]
 """
 
 import sys
@@ -107,6 +108,23 @@ def half4_variants(ns, m, n):
     return named(m, n, [(f"{lanes} x {rows} (09's)", *plain), (f"{lanes} x {rows}, 8-byte reads", *split)])
 
 
+def padded_stage(sch, pad=16):
+    """The staged rows `pad` fp16 values apart beyond their length (`storage_align`): at rows of 128 on 16
+    lanes a warp holds two rows, 256 bytes apart, so the reduction pass's reads of the two rows fall on the
+    same 8 banks; 16 values (32 bytes) more put the second row's on the next 8. (A row's stride becomes the
+    least multiple of 64 values plus `pad`: 144 at 128, 272 at 256; 16-byte stores stay aligned.)"""
+    sch.storage_align(sch.get_sblock("X_shared.dyn"), 0, axis=0, factor=64, offset=pad)
+    return sch
+
+
+def padded_variants(ns, m, n):
+    """09's plan, and the same with `padded_stage`."""
+    lanes, rows, _ = reduction_tables.plan(n, "float16")
+    plain = schedules(ns, m, n, lanes, rows)
+    padded = [padded_stage(sch) for sch in schedules(ns, m, n, lanes, rows)]
+    return named(m, n, [(f"{lanes} x {rows} (09's)", *plain), (f"{lanes} x {rows}, rows padded", *padded)])
+
+
 def launch(spec):
     """(Run by `profile` under ncu.) `variants`' kernel named by 'N:NAME' at 2^26 / N x N, launched 4 times."""
     n, name = spec.split(":", 1)
@@ -136,6 +154,8 @@ if __name__ == "__main__":
         sys.exit(profile())
     elif sys.argv[1:2] == ["half4"]:
         time_variants(half4_variants, [(reduction_tables.ELEMENTS // n, n) for n in (128, 256, 512, 1024, 2048, 8192, 32768)])
+    elif sys.argv[1:2] == ["padded"]:
+        time_variants(padded_variants, shapes[:2])
     elif sys.argv[1:2] == ["blocks"]:
         time_variants(block_variants, shapes[:2])
     else:
