@@ -141,6 +141,20 @@ def test_the_fusion_stores_one_value_at_a_time_and_the_next_step_16_bytes(nb09):
     assert stored.count("__syncthreads") == fused.count("__syncthreads")  # the same reductions, the same barriers
 
 
+@pytest.mark.parametrize("n, stride", [(128, 144), (256, 272)])
+def test_the_staged_rows_are_padded_past_their_length(nb09, n, stride):
+    """`padded` (section 5): the staged rows are 16 fp16 values (32 bytes) longer than the row, so at 128, where a
+    warp holds two rows, the second row's reads fall on other banks; the stores into the stage stay 16-byte aligned."""
+    import re
+
+    m, (lanes, rows, vector) = 64 * 1024 // n, reduction_tables.plan(n, "float16")
+    for mod in (nb09.online_softmax(m, n, lanes), nb09.layer_norm(m, n, lanes)):
+        cuda = helpers.cuda_source(nb09.padded(nb09.row_in_shared(nb09.one_kernel(mod, lanes, rows, vector), lanes, rows,
+                                                                   vector)))
+        strides = set(re.findall(r"X_shared_dyn_ptr \+ \(+\(int\)threadIdx\.y\) \* (\d+)\)", cuda))
+        assert strides == {str(stride)} and stride * 2 % 16 == 0, strides
+
+
 @pytest.mark.skipif(not helpers.gpu_available(), reason="no CUDA GPU visible to TVM")
 @pytest.mark.parametrize("rows, lanes", [(1, 128), (4, 32)])
 def test_each_step_of_the_ladder_computes_the_softmax(nb09, rows, lanes):
