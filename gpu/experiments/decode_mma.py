@@ -23,10 +23,21 @@ At the end the 4 warps' states (m, l, O) are merged in shared memory; one split 
 Checked against the float64 reference, then timed in 9 rounds alternating with SDPA, beside the lesson's
 `decode_paged_wave`, at the sweep's shapes where the H200 trails SDPA and a few where it does not.
 
+What it found (H200, 2026-11-29, `results/decode_mma*.nvidia-h200.txt`): right at the first build (2e-04,
+as the lesson's), and 3.0x fewer instructions at 32x8k (58.4 M against 177.4 M; issue slots 26% busy
+against 68%; DRAM at 90.2% of peak against 83%, SDPA's 91.9%: `results/decode_profile.mma.nvidia-h200.txt`).
+It holds 218 registers, so 2 blocks an SM: planned for 2 an SM it is ahead of the lesson's kernel or within a
+point of it at every sweep shape, and closes most of the one-split gap (SDPA's time over ours, `sweep`):
+32x8k 0.897 -> 0.972, 128x1k 0.888 -> 0.959, 32x1k 0.959 -> 0.995, 8x32k 0.949 -> 0.982; planned for 3 an
+SM it loses 8-12 points where the plan has more than one split. Neither loading in place (157 registers,
+3 an SM) nor two pages ahead in registers (228) reads faster (`ahead`: 0.954-0.966 at 32x8k): with its
+warps waiting on loads (long scoreboard 4.6 cycles an instruction, as SDPA's 5.0), what is left is how
+many bytes a warp keeps in flight without registers (cp.async or TMA into shared memory, as SDPA does).
+
     python gpu/experiments/decode_mma.py [BxN ...]      (N in k)
     python gpu/experiments/decode_mma.py ahead [BxN ...] (copy, in place, two in place)
     python gpu/experiments/decode_mma.py sweep          (12's sweep shapes: the lesson's and mma at 2 an SM)
-    python gpu/experiments/decode_mma.py build          (no GPU: registers, and the page loop's instructions)
+    python gpu/experiments/decode_mma.py build          (no GPU: registers, and the mma and movmatrix in the CUDA)
 """
 
 import sys
@@ -211,7 +222,7 @@ def decode_paged_mma_two(*shape):
 
 
 def build_report():
-    """(No GPU.) ptxas' registers, and the page loop's instructions against the lesson's step loop."""
+    """(No GPU.) ptxas' registers of each kernel at 32x8k, and the mma and movmatrix in its CUDA."""
     import re
 
     for name, factory in (("lesson (decode_paged_wave)", decode_steps.decode_paged_wave), ("mma", decode_paged_mma),

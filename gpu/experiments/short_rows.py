@@ -22,6 +22,9 @@ norm 78.3% -> 94.6%), 2 on 64 threads do not: the warp needs no barrier between 
 rows of 1,024 a warp. Unstaged is slower everywhere (1,024: 71% / 64%): X read twice costs more than the
 barrier.
 
+`padded` (H200, 2026-11-29, `results/short_rows.padded.nvidia-h200.txt`): at 128 layer norm 81.1% -> 88.3%,
+softmax 88.5% -> 90.1%; at 256 level (a warp holds one row there). Taken into 09 (`padded`).
+
 `unstaged`: 09's plan and 2 loads a thread without `row_in_shared` (X read twice, no staging barrier).
 `padded`: at 128 and 256, 09's plan with the staged rows padded (`padded_stage`: the two rows a warp reads
 at 128 fall on different banks). `blocks`: at 128 and 256, 09's plan with blocks of 256 and 512 threads (more rows a block). `profile`: 09's
