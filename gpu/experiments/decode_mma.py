@@ -68,6 +68,89 @@ def load_page(r, KV32, table, b, h, first_page, tile, n, g, t, which):
                     r[ri * 16 + u * 4 + q] = T.uint32(0)
 
 
+@T.macro(hygienic=False)
+def first_page(kb, vb, tile):
+    if tile < tiles:
+        load_page(kb, KV32, table, b, h, sp * chunk // PAGE, tile, n, g, t, 0)
+        load_page(vb, KV32, table, b, h, sp * chunk // PAGE, tile, n, g, t, 1)
+
+
+@T.macro(hygienic=False)
+def attend(kc, vc, tile, ahead, scale):
+    # (hygienic=False: its names, s, qa, m, KV32, sp, chunk..., are those where it is used, in decode_paged_mma)
+    # one page of the warp: S on mma, the online softmax, O^T += V^T P^T on mma; with `ahead`, the K and
+    # V of page tile + ahead load into kc and vc as soon as each is used
+    if tile < tiles:
+        for x in T.unroll(8):
+            s[x] = T.float32(0)
+        for j in T.unroll(2):  # S = Q K^T, keys 8j..8j+7 of the page
+            for kk in T.unroll(8):
+                T.ptx[MMA](s[j * 4], s[j * 4 + 1], s[j * 4 + 2], s[j * 4 + 3],
+                           qa[kk * 2], zero[0], qa[kk * 2 + 1], zero[0],
+                           kc[j * 16 + kk // 2 * 4 + kk % 2 * 2], kc[j * 16 + kk // 2 * 4 + kk % 2 * 2 + 1],
+                           s[j * 4], s[j * 4 + 1], s[j * 4 + 2], s[j * 4 + 3])
+        if ahead > 0 and tile + ahead < tiles:  # K's registers are free: the K of the page `ahead` on
+            load_page(kc, KV32, table, b, h, sp * chunk // PAGE, tile + ahead, n, g, t, 0)
+        for j in T.unroll(2):
+            for e in T.unroll(2):
+                s[j * 4 + e] = T.if_then_else(tile * PAGE + j * 8 + t * 2 + e < n, s[j * 4 + e] * T.float32(scale),
+                                              T.min_value("float32"))
+        mn[0] = T.cuda.warp_max(T.max(T.max(s[0], s[1]), T.max(s[4], s[5])), 4)  # the head's 4 lanes
+        mn[0] = T.max(mn[0], m[0])
+        alpha[0] = T.exp2(m[0] - mn[0])
+        m[0] = mn[0]
+        for j in T.unroll(2):
+            for e in T.unroll(2):
+                s[j * 4 + e] = T.exp2(s[j * 4 + e] - mn[0])
+        l[0] = l[0] * alpha[0] + s[0] + s[1] + s[4] + s[5]
+        for j in T.unroll(2):  # P^T as mma's B: keys 2t, 2t + 1 (+ 8j) of head g, packed
+            T.ptx.cvt.rn.f16x2.f32(pf[j], s[j * 4 + 1], s[j * 4])
+        for e in T.unroll(2):  # O^T's columns are heads 2t, 2t + 1: their alphas
+            a2[0] = T.cuda.__shfl_sync(T.uint32(0xFFFFFFFF), alpha[0], (t * 2 + e) * 4 % 32, 32)
+            for i in T.unroll(8):
+                o[i * 4 + e] = o[i * 4 + e] * a2[0]
+                o[i * 4 + 2 + e] = o[i * 4 + 2 + e] * a2[0]
+        for x in T.unroll(32):  # V's 8x8 blocks transposed: lane (g, t) gets keys 2t, 2t + 1 of a dim
+            T.ptx.movmatrix.sync.aligned.m8n8.trans.b16(vc[x], vc[x])
+        for i in T.unroll(8):  # O^T += V^T P^T, dims of blocks 2i (rows 0-7) and 2i + 1 (rows 8-15)
+            T.ptx[MMA](o[i * 4], o[i * 4 + 1], o[i * 4 + 2], o[i * 4 + 3],
+                       vc[i * 2], vc[i * 2 + 1], vc[16 + i * 2], vc[16 + i * 2 + 1], pf[0], pf[1],
+                       o[i * 4], o[i * 4 + 1], o[i * 4 + 2], o[i * 4 + 3])
+        if ahead > 0 and tile + ahead < tiles:  # and its V
+            load_page(vc, KV32, table, b, h, sp * chunk // PAGE, tile + ahead, n, g, t, 1)
+
+
+@T.macro(hygienic=False)
+def merge_warps():
+    # the 4 warps' states (m, l, O^T) through shared memory, merged: O for one split, else (O_s, LSE_s)
+    l[0] = T.cuda.warp_sum(l[0], 4)
+    if t == 0:
+        sm[warp, g] = m[0]
+        sl[warp, g] = l[0]
+    if t * 2 < heads:  # block x = 4u + q holds dims 32u + 8 (g // 2) + 2q + g % 2 in its row g
+        for i in T.unroll(8):
+            for r in T.unroll(2):
+                for e in T.unroll(2):
+                    so[warp, t * 2 + e, (i * 2 + r) // 4 * 32 + g // 2 * 8 + (i * 2 + r) % 4 * 2 + g % 2] = o[i * 4 + r * 2 + e]
+    T.cuda.cta_sync()
+    for jj in T.unroll(heads * D // THREADS):
+        hg, d = T.meta_var((jj * THREADS + tid) // D), T.meta_var((jj * THREADS + tid) % D)
+        mx[0] = sm[0, hg]
+        for w in T.unroll(1, WARPS):
+            mx[0] = T.max(mx[0], sm[w, hg])
+        acc[0] = T.float32(0)
+        tot[0] = T.float32(0)
+        for w in T.unroll(WARPS):
+            tot[0] = tot[0] + sl[w, hg] * T.exp2(sm[w, hg] - mx[0])
+            acc[0] = acc[0] + so[w, hg, d] * T.exp2(sm[w, hg] - mx[0])
+        if splits == 1:
+            O[b, h * heads + hg, d] = T.Cast("float16", acc[0] / tot[0])
+        else:
+            Op[b, sp, h * heads + hg, d] = T.if_then_else(tot[0] > 0, acc[0] / tot[0], T.float32(0))
+            if d == 0:
+                LSE[b, sp, h * heads + hg] = T.if_then_else(tot[0] > 0, mx[0] + T.log2(tot[0]), T.float32(NEG))
+
+
 def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16, registers="copy"):
     """`registers`, how a warp's next pages load: "copy", into a second set of registers while the first
     is used, then copied over (as `decode_paged_wave`); "in place", one set, the next page's K loading into
@@ -78,49 +161,6 @@ def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16, re
     if page != PAGE or chunk % PAGE or D != 128 or heads > 8:
         raise ValueError(f"decode_paged_mma takes pages of {PAGE} keys, splits of whole pages, d = 128 and at most "
                          f"8 query heads a KV head; got page {page}, chunk {chunk}, d {D}, {heads} heads")
-
-    @T.macro(hygienic=False)
-    def attend(kc, vc, tile, ahead, scale):
-        # one page of the warp: S on mma, the online softmax, O^T += V^T P^T on mma; with `ahead`, the K and
-        # V of page tile + ahead load into kc and vc as soon as each is used
-        if tile < tiles:
-            for x in T.unroll(8):
-                s[x] = T.float32(0)
-            for j in T.unroll(2):  # S = Q K^T, keys 8j..8j+7 of the page
-                for kk in T.unroll(8):
-                    T.ptx[MMA](s[j * 4], s[j * 4 + 1], s[j * 4 + 2], s[j * 4 + 3],
-                               qa[kk * 2], zero[0], qa[kk * 2 + 1], zero[0],
-                               kc[j * 16 + kk // 2 * 4 + kk % 2 * 2], kc[j * 16 + kk // 2 * 4 + kk % 2 * 2 + 1],
-                               s[j * 4], s[j * 4 + 1], s[j * 4 + 2], s[j * 4 + 3])
-            if ahead > 0 and tile + ahead < tiles:  # K's registers are free: the K of the page `ahead` on
-                load_page(kc, KV32, table, b, h, sp * chunk // PAGE, tile + ahead, n, g, t, 0)
-            for j in T.unroll(2):
-                for e in T.unroll(2):
-                    s[j * 4 + e] = T.if_then_else(tile * PAGE + j * 8 + t * 2 + e < n, s[j * 4 + e] * T.float32(scale),
-                                                  T.min_value("float32"))
-            mn[0] = T.cuda.warp_max(T.max(T.max(s[0], s[1]), T.max(s[4], s[5])), 4)  # the head's 4 lanes
-            mn[0] = T.max(mn[0], m[0])
-            alpha[0] = T.exp2(m[0] - mn[0])
-            m[0] = mn[0]
-            for j in T.unroll(2):
-                for e in T.unroll(2):
-                    s[j * 4 + e] = T.exp2(s[j * 4 + e] - mn[0])
-            l[0] = l[0] * alpha[0] + s[0] + s[1] + s[4] + s[5]
-            for j in T.unroll(2):  # P^T as mma's B: keys 2t, 2t + 1 (+ 8j) of head g, packed
-                T.ptx.cvt.rn.f16x2.f32(pf[j], s[j * 4 + 1], s[j * 4])
-            for e in T.unroll(2):  # O^T's columns are heads 2t, 2t + 1: their alphas
-                a2[0] = T.cuda.__shfl_sync(T.uint32(0xFFFFFFFF), alpha[0], (t * 2 + e) * 4 % 32, 32)
-                for i in T.unroll(8):
-                    o[i * 4 + e] = o[i * 4 + e] * a2[0]
-                    o[i * 4 + 2 + e] = o[i * 4 + 2 + e] * a2[0]
-            for x in T.unroll(32):  # V's 8x8 blocks transposed: lane (g, t) gets keys 2t, 2t + 1 of a dim
-                T.ptx.movmatrix.sync.aligned.m8n8.trans.b16(vc[x], vc[x])
-            for i in T.unroll(8):  # O^T += V^T P^T, dims of blocks 2i (rows 0-7) and 2i + 1 (rows 8-15)
-                T.ptx[MMA](o[i * 4], o[i * 4 + 1], o[i * 4 + 2], o[i * 4 + 3],
-                           vc[i * 2], vc[i * 2 + 1], vc[16 + i * 2], vc[16 + i * 2 + 1], pf[0], pf[1],
-                           o[i * 4], o[i * 4 + 1], o[i * 4 + 2], o[i * 4 + 3])
-            if ahead > 0 and tile + ahead < tiles:  # and its V
-                load_page(vc, KV32, table, b, h, sp * chunk // PAGE, tile + ahead, n, g, t, 1)
 
     @T.prim_func
     def main(Q: T.Buffer((B, HQ, D), "float16"), KV: T.Buffer((pages, 2, HKV, page, D), "float16"),
@@ -155,9 +195,7 @@ def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16, re
             for x in T.unroll(32):
                 o[x] = T.float32(0)
             if registers == "copy":  # kr, vr load the next page while kc, vc are used
-                if warp < tiles:
-                    load_page(kr, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 0)
-                    load_page(vr, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 1)
+                first_page(kr, vr, warp)
                 for it in T.serial((tiles + WARPS - 1) // WARPS):
                     for x in T.unroll(32):
                         kc[x] = kr[x]
@@ -167,47 +205,16 @@ def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16, re
                         load_page(vr, KV32, table, b, h, sp * chunk // PAGE, it * WARPS + warp + WARPS, n, g, t, 1)
                     attend(kc, vc, it * WARPS + warp, 0, scale)
             elif registers == "in place":  # one set: the next page loads into it as it is used
-                if warp < tiles:
-                    load_page(kc, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 0)
-                    load_page(vc, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 1)
+                first_page(kc, vc, warp)
                 for it in T.serial((tiles + WARPS - 1) // WARPS):
                     attend(kc, vc, it * WARPS + warp, WARPS, scale)
             else:  # "two in place": two sets, each refilled with the page two ahead as it is used
-                if warp < tiles:
-                    load_page(kc, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 0)
-                    load_page(vc, KV32, table, b, h, sp * chunk // PAGE, warp, n, g, t, 1)
-                if WARPS + warp < tiles:
-                    load_page(kr, KV32, table, b, h, sp * chunk // PAGE, WARPS + warp, n, g, t, 0)
-                    load_page(vr, KV32, table, b, h, sp * chunk // PAGE, WARPS + warp, n, g, t, 1)
+                first_page(kc, vc, warp)
+                first_page(kr, vr, WARPS + warp)
                 for it in T.serial((tiles + 2 * WARPS - 1) // (2 * WARPS)):
                     attend(kc, vc, it * 2 * WARPS + warp, 2 * WARPS, scale)
                     attend(kr, vr, it * 2 * WARPS + WARPS + warp, 2 * WARPS, scale)
-            l[0] = T.cuda.warp_sum(l[0], 4)
-            if t == 0:
-                sm[warp, g] = m[0]
-                sl[warp, g] = l[0]
-            if t * 2 < heads:  # block x = 4u + q holds dims 32u + 8 (g // 2) + 2q + g % 2 in its row g
-                for i in T.unroll(8):
-                    for r in T.unroll(2):
-                        for e in T.unroll(2):
-                            so[warp, t * 2 + e, (i * 2 + r) // 4 * 32 + g // 2 * 8 + (i * 2 + r) % 4 * 2 + g % 2] = o[i * 4 + r * 2 + e]
-            T.cuda.cta_sync()
-            for jj in T.unroll(heads * D // THREADS):
-                hg, d = T.meta_var((jj * THREADS + tid) // D), T.meta_var((jj * THREADS + tid) % D)
-                mx[0] = sm[0, hg]
-                for w in T.unroll(1, WARPS):
-                    mx[0] = T.max(mx[0], sm[w, hg])
-                acc[0] = T.float32(0)
-                tot[0] = T.float32(0)
-                for w in T.unroll(WARPS):
-                    tot[0] = tot[0] + sl[w, hg] * T.exp2(sm[w, hg] - mx[0])
-                    acc[0] = acc[0] + so[w, hg, d] * T.exp2(sm[w, hg] - mx[0])
-                if splits == 1:
-                    O[b, h * heads + hg, d] = T.Cast("float16", acc[0] / tot[0])
-                else:
-                    Op[b, sp, h * heads + hg, d] = T.if_then_else(tot[0] > 0, acc[0] / tot[0], T.float32(0))
-                    if d == 0:
-                        LSE[b, sp, h * heads + hg] = T.if_then_else(tot[0] > 0, mx[0] + T.log2(tot[0]), T.float32(NEG))
+            merge_warps()
         if splits > 1:
             merge_splits(O, Op, LSE, B, HQ, D, splits)
     return main
