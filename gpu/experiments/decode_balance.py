@@ -44,15 +44,21 @@ def cases(shapes):
         yield b, n, q, kv, table, lengths, ref, rounds, sdpa
 
 
+def build_planned(lesson, factory, per_sm, b, n, spec, target):
+    """`factory`'s kernel for b sequences of n keys, planned by the lesson's `plan_one_wave` for `per_sm`
+    blocks an SM: (executable, splits)."""
+    lesson.BLOCKS_PER_SM = per_sm  # plan_one_wave reads it when called
+    splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count)
+    return kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), target, "tirx"), splits
+
+
 def main(shapes):
     walk = cases(shapes)
     lesson, dev, target, spec = next(walk)
     for b, n, q, kv, table, lengths, ref, rounds, sdpa in walk:
         for keys, per_sm, factory in PAIRS:
-            lesson.BLOCKS_PER_SM = per_sm  # plan_one_wave reads it when called
-            splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count)
+            ex, splits = build_planned(lesson, factory, per_sm, b, n, spec, target)
             blocks = b * HKV * splits
-            ex = kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), target, "tirx")
             args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
             print(f"    {keys} keys, {per_sm}/SM: {blocks:5d} blocks ({blocks / spec.sm_count:4.2f} an SM), "
                   f"{splits} splits: " + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)

@@ -248,17 +248,15 @@ SWEEP_VARIANTS = (VARIANTS[0], VARIANTS[2])
 
 
 def main(shapes, variants=VARIANTS):
-    from decode_balance import cases
+    from decode_balance import build_planned, cases
     from decode_one_split import against_sdpa
 
     walk = cases(shapes)
     lesson, dev, target, spec = next(walk)
     for b, n, q, kv, table, lengths, ref, rounds, sdpa in walk:
         for name, factory, per_sm in variants:
-            lesson.BLOCKS_PER_SM = per_sm  # plan_one_wave reads it when called
-            splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count)
+            ex, splits = build_planned(lesson, factory, per_sm, b, n, spec, target)
             args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
-            ex = kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), target, "tirx")
             print(f"    {name}, {b * HKV * splits} blocks, {splits} splits: "
                   + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)
 

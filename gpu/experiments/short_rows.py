@@ -103,14 +103,6 @@ def half4_reads(sch):
     return sch
 
 
-def half4_variants(ns, m, n):
-    """09's plan, and the same with `half4_reads`."""
-    lanes, rows, _ = reduction_tables.plan(n, "float16")
-    plain = schedules(ns, m, n, lanes, rows)
-    split = [half4_reads(sch) for sch in schedules(ns, m, n, lanes, rows)]
-    return named(m, n, [(f"{lanes} x {rows} (09's)", *plain), (f"{lanes} x {rows}, 8-byte reads", *split)])
-
-
 def padded_stage(sch, pad=16):
     """The staged rows `pad` fp16 values apart beyond their length (`storage_align`): at rows of 128 on 16
     lanes a warp holds two rows, 256 bytes apart, so the reduction pass's reads of the two rows fall on the
@@ -120,12 +112,19 @@ def padded_stage(sch, pad=16):
     return sch
 
 
-def padded_variants(ns, m, n):
-    """09's plan, and the same with `padded_stage`."""
-    lanes, rows, _ = reduction_tables.plan(n, "float16")
-    plain = schedules(ns, m, n, lanes, rows)
-    padded = [padded_stage(sch) for sch in schedules(ns, m, n, lanes, rows)]
-    return named(m, n, [(f"{lanes} x {rows} (09's)", *plain), (f"{lanes} x {rows}, rows padded", *padded)])
+def beside_plan(step, label):
+    """A study's variants (ns, m, n) -> name -> kernel: 09's plan, and the same with `step` applied to each
+    schedule, named by `label`."""
+    def variants_of(ns, m, n):
+        lanes, rows, _ = reduction_tables.plan(n, "float16")
+        plain = schedules(ns, m, n, lanes, rows)
+        stepped = [step(sch) for sch in schedules(ns, m, n, lanes, rows)]
+        return named(m, n, [(f"{lanes} x {rows} (09's)", *plain), (f"{lanes} x {rows}, {label}", *stepped)])
+    return variants_of
+
+
+half4_variants = beside_plan(half4_reads, "8-byte reads")
+padded_variants = beside_plan(padded_stage, "rows padded")
 
 
 def launch(spec):
