@@ -76,6 +76,31 @@ def first_page(kb, vb, tile):
 
 
 @T.macro(hygienic=False)
+def softmax_on_accumulator(tile, scale):
+    # the online softmax on S's accumulator (lane (g, t): head g, keys 2t, 2t + 1 of each 8-key tile); P^T
+    # packed as mma's B (pf); O^T's columns (heads 2t, 2t + 1) rescaled
+    for j in T.unroll(2):
+        for e in T.unroll(2):
+            s[j * 4 + e] = T.if_then_else(tile * PAGE + j * 8 + t * 2 + e < n, s[j * 4 + e] * T.float32(scale),
+                                          T.min_value("float32"))
+    mn[0] = T.cuda.warp_max(T.max(T.max(s[0], s[1]), T.max(s[4], s[5])), 4)  # the head's 4 lanes
+    mn[0] = T.max(mn[0], m[0])
+    alpha[0] = T.exp2(m[0] - mn[0])
+    m[0] = mn[0]
+    for j in T.unroll(2):
+        for e in T.unroll(2):
+            s[j * 4 + e] = T.exp2(s[j * 4 + e] - mn[0])
+    l[0] = l[0] * alpha[0] + s[0] + s[1] + s[4] + s[5]
+    for j in T.unroll(2):  # P^T as mma's B: keys 2t, 2t + 1 (+ 8j) of head g, packed
+        T.ptx.cvt.rn.f16x2.f32(pf[j], s[j * 4 + 1], s[j * 4])
+    for e in T.unroll(2):  # O^T's columns are heads 2t, 2t + 1: their alphas
+        a2[0] = T.cuda.__shfl_sync(T.uint32(0xFFFFFFFF), alpha[0], (t * 2 + e) * 4 % 32, 32)
+        for i in T.unroll(8):
+            o[i * 4 + e] = o[i * 4 + e] * a2[0]
+            o[i * 4 + 2 + e] = o[i * 4 + 2 + e] * a2[0]
+
+
+@T.macro(hygienic=False)
 def attend(kc, vc, tile, ahead, scale):
     # (hygienic=False: its names, s, qa, m, KV32, sp, chunk..., are those where it is used, in decode_paged_mma)
     # one page of the warp: S on mma, the online softmax, O^T += V^T P^T on mma; with `ahead`, the K and
@@ -91,25 +116,7 @@ def attend(kc, vc, tile, ahead, scale):
                            s[j * 4], s[j * 4 + 1], s[j * 4 + 2], s[j * 4 + 3])
         if ahead > 0 and tile + ahead < tiles:  # K's registers are free: the K of the page `ahead` on
             load_page(kc, KV32, table, b, h, sp * chunk // PAGE, tile + ahead, n, g, t, 0)
-        for j in T.unroll(2):
-            for e in T.unroll(2):
-                s[j * 4 + e] = T.if_then_else(tile * PAGE + j * 8 + t * 2 + e < n, s[j * 4 + e] * T.float32(scale),
-                                              T.min_value("float32"))
-        mn[0] = T.cuda.warp_max(T.max(T.max(s[0], s[1]), T.max(s[4], s[5])), 4)  # the head's 4 lanes
-        mn[0] = T.max(mn[0], m[0])
-        alpha[0] = T.exp2(m[0] - mn[0])
-        m[0] = mn[0]
-        for j in T.unroll(2):
-            for e in T.unroll(2):
-                s[j * 4 + e] = T.exp2(s[j * 4 + e] - mn[0])
-        l[0] = l[0] * alpha[0] + s[0] + s[1] + s[4] + s[5]
-        for j in T.unroll(2):  # P^T as mma's B: keys 2t, 2t + 1 (+ 8j) of head g, packed
-            T.ptx.cvt.rn.f16x2.f32(pf[j], s[j * 4 + 1], s[j * 4])
-        for e in T.unroll(2):  # O^T's columns are heads 2t, 2t + 1: their alphas
-            a2[0] = T.cuda.__shfl_sync(T.uint32(0xFFFFFFFF), alpha[0], (t * 2 + e) * 4 % 32, 32)
-            for i in T.unroll(8):
-                o[i * 4 + e] = o[i * 4 + e] * a2[0]
-                o[i * 4 + 2 + e] = o[i * 4 + 2 + e] * a2[0]
+        softmax_on_accumulator(tile, scale)
         for x in T.unroll(32):  # V's 8x8 blocks transposed: lane (g, t) gets keys 2t, 2t + 1 of a dim
             T.ptx.movmatrix.sync.aligned.m8n8.trans.b16(vc[x], vc[x])
         for i in T.unroll(8):  # O^T += V^T P^T, dims of blocks 2i (rows 0-7) and 2i + 1 (rows 8-15)
@@ -122,7 +129,7 @@ def attend(kc, vc, tile, ahead, scale):
 
 @T.macro(hygienic=False)
 def merge_warps():
-    # the 4 warps' states (m, l, O^T) through shared memory, merged: O for one split, else (O_s, LSE_s)
+    # the 4 warps' states (m, l, O^T) through shared memory (O^T's dims in the loads' order), then merge_shared
     l[0] = T.cuda.warp_sum(l[0], 4)
     if t == 0:
         sm[warp, g] = m[0]
@@ -132,6 +139,12 @@ def merge_warps():
             for r in T.unroll(2):
                 for e in T.unroll(2):
                     so[warp, t * 2 + e, (i * 2 + r) // 4 * 32 + g // 2 * 8 + (i * 2 + r) % 4 * 2 + g % 2] = o[i * 4 + r * 2 + e]
+    merge_shared()
+
+
+@T.macro(hygienic=False)
+def merge_shared():
+    # the 4 warps' states in shared memory (sm, sl, so) merged: O for one split, else (O_s, LSE_s)
     T.cuda.cta_sync()
     for jj in T.unroll(heads * D // THREADS):
         hg, d = T.meta_var((jj * THREADS + tid) // D), T.meta_var((jj * THREADS + tid) % D)
@@ -151,16 +164,23 @@ def merge_warps():
                 LSE[b, sp, h * heads + hg] = T.if_then_else(tot[0] > 0, mx[0] + T.log2(tot[0]), T.float32(NEG))
 
 
+def check_mma_shape(name, HQ, HKV, D, chunk, page):
+    """The query heads a KV head (`check_heads`), where the tensor-core kernels' layout holds: pages of 16 keys
+    (a page is two 8-key mma tiles), splits of whole pages, d = 128, at most 8 heads a KV head (mma's rows)."""
+    heads = check_heads(HQ, HKV, D)
+    if page != PAGE or chunk % PAGE or D != 128 or heads > 8:
+        raise ValueError(f"{name} takes pages of {PAGE} keys, splits of whole pages, d = 128 and at most 8 query "
+                         f"heads a KV head; got page {page}, chunk {chunk}, d {D}, {heads} heads")
+    return heads
+
+
 def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16, registers="copy"):
     """`registers`, how a warp's next pages load: "copy", into a second set of registers while the first
     is used, then copied over (as `decode_paged_wave`); "in place", one set, the next page's K loading into
     K's registers once S is made and its V into V's once P V is done (64 registers fewer: 3 blocks an SM,
     not 2); "two in place": two sets used in turn, each refilled in place with the page two ahead (twice
     the bytes in flight of "in place", the registers of "copy")."""
-    heads, scale = check_heads(HQ, HKV, D), LOG2E / D ** 0.5
-    if page != PAGE or chunk % PAGE or D != 128 or heads > 8:
-        raise ValueError(f"decode_paged_mma takes pages of {PAGE} keys, splits of whole pages, d = 128 and at most "
-                         f"8 query heads a KV head; got page {page}, chunk {chunk}, d {D}, {heads} heads")
+    heads, scale = check_mma_shape("decode_paged_mma", HQ, HKV, D, chunk, page), LOG2E / D ** 0.5
 
     @T.prim_func
     def main(Q: T.Buffer((B, HQ, D), "float16"), KV: T.Buffer((pages, 2, HKV, page, D), "float16"),

@@ -9,8 +9,8 @@ next step: more bytes in flight (TMA pages in shared memory) or the group's 4 qu
 
 `profile` runs `launch KERNEL` under Nsight Compute for: the lesson's kernel (`lesson`: 4 keys a row, 3
 blocks an SM), the same with 8 keys a row (`keys8`: 2 an SM), and torch's SDPA (`sdpa`: its best backend,
-`enable_gqa`, on the same keys laid out densely), and `decode_mma.py`'s kernel (`mma`: scores and P V on
-tensor cores), each checked against the float64 reference; then prints
+`enable_gqa`, on the same keys laid out densely), `decode_mma.py`'s kernel (`mma`: scores and P V on
+tensor cores) and `decode_mma_async.py`'s (`mma_async`: its pages by cp.async into shared memory), each checked against the float64 reference; then prints
 them side by side: time, DRAM throughput, occupancy, issue slots and the warps' top stalls.
 
 What it found (H200, 2026-11-29, `results/decode_profile*.nvidia-h200.txt`): at 32x8k the three have the
@@ -34,7 +34,7 @@ from decode_one_split import keys_a_row
 from helpers import bench, decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D
 
-PROFILED = {"lesson": "main_kernel", "keys8": "main_kernel", "mma": "main_kernel", "sdpa": "regex:sdpa|flash|fmha|attn|attention"}
+PROFILED = {"lesson": "main_kernel", "keys8": "main_kernel", "mma": "main_kernel", "mma_async": "main_kernel", "sdpa": "regex:sdpa|flash|fmha|attn|attention"}
 
 
 def launch(name, b, n):
@@ -55,8 +55,10 @@ def launch(name, b, n):
     else:
         splits, chunk = helpers.lessons.lesson("12_decoding").plan_one_wave([n] * b, helpers.local_gpu_spec().sm_count)
         from decode_mma import decode_paged_mma
+        from decode_mma_async import decode_paged_mma_async
 
-        factory = {"lesson": decode_steps.decode_paged_wave, "keys8": keys_a_row(8), "mma": decode_paged_mma}[name]
+        factory = {"lesson": decode_steps.decode_paged_wave, "keys8": keys_a_row(8), "mma": decode_paged_mma,
+                   "mma_async": decode_paged_mma_async}[name]
         ex = kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), helpers.make_target(), "tirx")
         args = bench._launch_once(ex, helpers.device(), [q, kv, table, lengths, *decode.split_outputs(b, splits)], -1)
         for _ in range(3):
