@@ -69,7 +69,8 @@ def load_page(r, KV32, table, b, h, first_page, tile, n, g, t, which):
 
 
 @T.macro(hygienic=False)
-def first_page(kb, vb, tile):
+def page_into(kb, vb, tile):
+    # K and V of the warp's page `tile`, if the split has it, into registers kb and vb
     if tile < tiles:
         load_page(kb, KV32, table, b, h, sp * chunk // PAGE, tile, n, g, t, 0)
         load_page(vb, KV32, table, b, h, sp * chunk // PAGE, tile, n, g, t, 1)
@@ -128,12 +129,27 @@ def attend(kc, vc, tile, ahead, scale):
 
 
 @T.macro(hygienic=False)
-def merge_warps():
-    # the 4 warps' states (m, l, O^T) through shared memory (O^T's dims in the loads' order), then merge_shared
+def init_warp_state():
+    # the warp's running maximum, sum (a lane's share of its head's) and O^T, before any key
+    m[0] = T.float32(NEG)
+    l[0] = T.float32(0)
+    for x in T.unroll(32):
+        o[x] = T.float32(0)
+
+
+@T.macro(hygienic=False)
+def share_warp_state():
+    # the head's sum over its 4 lanes; m and l of head g into shared memory for merge_shared
     l[0] = T.cuda.warp_sum(l[0], 4)
     if t == 0:
         sm[warp, g] = m[0]
         sl[warp, g] = l[0]
+
+
+@T.macro(hygienic=False)
+def merge_warps():
+    # the 4 warps' states (m, l, O^T) through shared memory (O^T's dims in the loads' order), then merge_shared
+    share_warp_state()
     if t * 2 < heads:  # block x = 4u + q holds dims 32u + 8 (g // 2) + 2q + g % 2 in its row g
         for i in T.unroll(8):
             for r in T.unroll(2):
@@ -210,27 +226,22 @@ def decode_paged_mma(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=16, re
                 for e in T.unroll(2):
                     qa[kk * 2 + e] = T.if_then_else(g < heads, Q32[b, h * heads + T.min(g, heads - 1),
                                                                   kk // 2 * 16 + t * 4 + kk % 2 * 2 + e], T.uint32(0))
-            m[0] = T.float32(NEG)
-            l[0] = T.float32(0)
-            for x in T.unroll(32):
-                o[x] = T.float32(0)
+            init_warp_state()
             if registers == "copy":  # kr, vr load the next page while kc, vc are used
-                first_page(kr, vr, warp)
+                page_into(kr, vr, warp)
                 for it in T.serial((tiles + WARPS - 1) // WARPS):
                     for x in T.unroll(32):
                         kc[x] = kr[x]
                         vc[x] = vr[x]
-                    if it * WARPS + warp + WARPS < tiles:
-                        load_page(kr, KV32, table, b, h, sp * chunk // PAGE, it * WARPS + warp + WARPS, n, g, t, 0)
-                        load_page(vr, KV32, table, b, h, sp * chunk // PAGE, it * WARPS + warp + WARPS, n, g, t, 1)
+                    page_into(kr, vr, it * WARPS + warp + WARPS)
                     attend(kc, vc, it * WARPS + warp, 0, scale)
             elif registers == "in place":  # one set: the next page loads into it as it is used
-                first_page(kc, vc, warp)
+                page_into(kc, vc, warp)
                 for it in T.serial((tiles + WARPS - 1) // WARPS):
                     attend(kc, vc, it * WARPS + warp, WARPS, scale)
             else:  # "two in place": two sets, each refilled with the page two ahead as it is used
-                first_page(kc, vc, warp)
-                first_page(kr, vr, WARPS + warp)
+                page_into(kc, vc, warp)
+                page_into(kr, vr, WARPS + warp)
                 for it in T.serial((tiles + 2 * WARPS - 1) // (2 * WARPS)):
                     attend(kc, vc, it * 2 * WARPS + warp, 2 * WARPS, scale)
                     attend(kr, vr, it * 2 * WARPS + WARPS + warp, 2 * WARPS, scale)
@@ -255,9 +266,10 @@ def build_report():
     for name, factory in (("lesson (decode_paged_wave)", decode_steps.decode_paged_wave), ("mma", decode_paged_mma),
                           ("mma, loads in place", decode_paged_mma_in_place), ("mma, two in place", decode_paged_mma_two)):
         k = factory(32, HQ, HKV, D, *decode.pool_size([8192] * 32), 1, 8192)
-        src = kernels.build(k, "sm_90a", "tirx").mod.imports[0].inspect_source()
-        regs = ", ".join(f"{r.registers} registers, {r.spill_stores} bytes spilled" for r in helpers.ptxas_report(
-            kernels.build(k, "sm_90a", "tirx"), "sm_90a"))
+        ex = kernels.build(k, "sm_90a", "tirx")
+        src = ex.mod.imports[0].inspect_source()
+        regs = ", ".join(f"{r.registers} registers, {r.spill_stores} bytes spilled"
+                         for r in helpers.ptxas_report(ex, "sm_90a"))
         print(f"{name}: {regs}; mma {len(re.findall('mma.sync', src))}, movmatrix {len(re.findall('movmatrix', src))}")
 
 

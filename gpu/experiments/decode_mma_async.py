@@ -23,11 +23,11 @@ import sys
 from tvm.script import tirx as T
 
 import helpers
-from decode_mma import (MMA, PAGE, SHAPES, THREADS, WARPS, check_mma_shape, decode_paged_mma, merge_shared,
-                        softmax_on_accumulator)
+from decode_mma import (MMA, PAGE, SHAPES, THREADS, WARPS, check_mma_shape, decode_paged_mma, init_warp_state,
+                        merge_shared, share_warp_state, softmax_on_accumulator)
 from helpers import decode, decode_steps, kernels
 from helpers.decode import HKV, HQ, D
-from helpers.lessons.decoding import LOG2E, NEG, merge_splits
+from helpers.lessons.decoding import LOG2E, NEG, merge_splits  # noqa: F401 (NEG: decode_mma's macros read it here)
 
 STAGES = 3  # a warp's pages in shared memory: the one scored, two in flight
 
@@ -100,10 +100,7 @@ def decode_paged_mma_async(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=
                 for e in T.unroll(2):
                     qa[kk * 2 + e] = T.if_then_else(g < heads, Q32[b, h * heads + T.min(g, heads - 1), kk * 8 + e * 4 + t],
                                                     T.uint32(0))
-            m[0] = T.float32(NEG)
-            l[0] = T.float32(0)
-            for x in T.unroll(32):
-                o[x] = T.float32(0)
+            init_warp_state()
             for p in T.unroll(STAGES - 1):  # the warp's first pages on their way
                 page_async(p * WARPS + warp, p)
             for it in T.serial((tiles + WARPS - 1) // WARPS):
@@ -112,10 +109,7 @@ def decode_paged_mma_async(B, HQ, HKV, D, pages, max_pages, splits, chunk, page=
                 T.cuda.warp_sync()  # and every lane's copies are seen by the warp
                 attend_staged(it * WARPS + warp, it % STAGES, scale)
                 T.cuda.warp_sync()  # the stage is read before a later page_async overwrites it
-            l[0] = T.cuda.warp_sum(l[0], 4)
-            if t == 0:
-                sm[warp, g] = m[0]
-                sl[warp, g] = l[0]
+            share_warp_state()
             if t * 2 < heads:
                 for i in T.unroll(8):
                     for r in T.unroll(2):

@@ -26,8 +26,9 @@ barrier.
 softmax 88.5% -> 90.1%; at 256 level (a warp holds one row there). Taken into 09 (`padded`).
 
 `unstaged`: 09's plan and 2 loads a thread without `row_in_shared` (X read twice, no staging barrier).
-`padded`: at 128 and 256, 09's plan with the staged rows padded (`padded_stage`: the two rows a warp reads
-at 128 fall on different banks). `blocks`: at 128 and 256, 09's plan with blocks of 256 and 512 threads (more rows a block). `profile`: 09's
+`padded`: at 128 and 256, 09's plan with the staged rows padded (09's `padded`; at commit 6e87212 the study
+ran the same `storage_align` as its own `padded_stage`): the two rows a warp reads at 128 fall on different
+banks. `blocks`: at 128 and 256, 09's plan with blocks of 256 and 512 threads (more rows a block). `profile`: 09's
 kernels at rows of 128 and 512 under Nsight Compute (`launch N:NAME` runs one). `half4`: 09's plan with
 the last pass reading the staged row 8 bytes at a time (`half4_reads`), at rows of 128 to 32,768 (level
 everywhere on the H200, 2026-11-29: the conflicts are not the cost).
@@ -38,6 +39,7 @@ everywhere on the H200, 2026-11-29: the conflicts are not the cost).
 import sys
 
 from helpers import reduction_tables
+from helpers.lessons.reductions import padded
 from ln_scale_shift import launch as shared_launch
 from ln_scale_shift import staged, time_variants
 
@@ -103,15 +105,6 @@ def half4_reads(sch):
     return sch
 
 
-def padded_stage(sch, pad=16):
-    """The staged rows `pad` fp16 values apart beyond their length (`storage_align`): at rows of 128 on 16
-    lanes a warp holds two rows, 256 bytes apart, so the reduction pass's reads of the two rows fall on the
-    same 8 banks; 16 values (32 bytes) more put the second row's on the next 8. (A row's stride becomes the
-    least multiple of 64 values plus `pad`: 144 at 128, 272 at 256; 16-byte stores stay aligned.)"""
-    sch.storage_align(sch.get_sblock("X_shared.dyn"), 0, axis=0, factor=64, offset=pad)
-    return sch
-
-
 def beside_plan(step, label):
     """A study's variants (ns, m, n) -> name -> kernel: 09's plan, and the same with `step` applied to each
     schedule, named by `label`."""
@@ -124,7 +117,7 @@ def beside_plan(step, label):
 
 
 half4_variants = beside_plan(half4_reads, "8-byte reads")
-padded_variants = beside_plan(padded_stage, "rows padded")
+padded_variants = beside_plan(padded, "rows padded")
 
 
 def launch(spec):
