@@ -123,3 +123,46 @@ def draw_bytes_in_flight():
     ax.text(end / 2, -0.7, "time (schematic: DRAM's latency is several hundred nanoseconds)", ha="center", va="center",
             fontsize=9)
     return finish(fig, ax, (-6.2, end + 2.6), (-1.0, 3.4))
+
+
+def _matrix(ax, x, y, rows, cols, cell, used_rows, color, label, below):
+    """A rows x cols matrix at (x, y) (its top left), its first `used_rows` rows in color, the rest grey."""
+    for r in range(rows):
+        _box(ax, x, y - (r + 1) * cell, cols * cell, cell, color if r < used_rows else LIGHT_GREY,
+             alpha=0.55 if r < used_rows else 1.0)
+    ax.text(x + cols * cell / 2, y + 0.12, label, ha="center", va="bottom", fontsize=9)
+    ax.text(x + cols * cell / 2, y - rows * cell - 0.12, below, ha="center", va="top", fontsize=9)
+
+
+def draw_decode_mma():
+    """Section 7: the group's 4 query heads as the rows of mma.sync.m16n8k16's A (12 rows of zeros), a page's
+    16 keys as B's columns (two 8-key tiles), S in the accumulator (lane 4g + t: head g, keys 2t and
+    2t + 1 of a tile); then O^T = V^T P^T with P^T the accumulator packed to fp16."""
+    fig, ax = plt.subplots(figsize=(12, 4.4))
+    c = 0.16
+    ax.text(2.9, 3.55, "S = Q K^T: 8 k-steps of 16 dims, two 8-key tiles", ha="center", fontsize=9, color=RED)
+    _matrix(ax, 0.0, 3.0, 16, 16, c, 4, BLUE, "A: Q, 16 dims", "4 query heads,\n12 rows of zeros")
+    ax.text(2.85, 1.7, "x", ha="center", va="center", fontsize=12)
+    for j in range(2):  # B: 16 dims (rows) x 8 keys, twice
+        _matrix(ax, 3.2 + j * (8 * c + 0.1), 3.0, 16, 8, c, 16, ORANGE, "", "")
+    ax.text(3.2 + 8 * c + 0.05, 3.12, "B: a page's 16 keys", ha="center", va="bottom", fontsize=9)
+    ax.text(3.2 + 8 * c + 0.05, 3.0 - 16 * c - 0.12, "K, 16 dims x 8 keys,\ntwice", ha="center", va="top", fontsize=9)
+    ax.text(6.15, 1.7, "=", ha="center", va="center", fontsize=12)
+    _matrix(ax, 6.5, 3.0, 16, 16, c, 4, GREEN, "S: 4 heads x 16 keys", "lane 4g + t holds head g,\nkeys 2t, 2t + 1")
+    ax.text(12.4, 3.55, "O^T += V^T P^T: P^T is S, packed to fp16", ha="center", fontsize=9, color=RED)
+    _matrix(ax, 10.0, 3.0, 16, 16, c, 16, ORANGE, "V^T: dims x keys", "16 dims x 16 keys,\n8 of these for 128")
+    ax.text(12.85, 1.7, "x", ha="center", va="center", fontsize=12)
+    for r in range(16):  # P^T: 16 keys (rows) x 8 columns, heads 0-3 used
+        for h in range(8):
+            _box(ax, 13.2 + h * c, 3.0 - (r + 1) * c, c, c, GREEN if h < 4 else LIGHT_GREY, alpha=0.55 if h < 4 else 1.0)
+    ax.text(13.2 + 4 * c, 3.12, "P^T", ha="center", va="bottom", fontsize=9)
+    ax.text(13.2 + 4 * c, 3.0 - 16 * c - 0.12, "keys x heads,\n4 used", ha="center", va="top", fontsize=9)
+    ax.text(14.95, 1.7, "=", ha="center", va="center", fontsize=12)
+    for r in range(16):
+        for h in range(8):
+            _box(ax, 15.3 + h * c, 3.0 - (r + 1) * c, c, c, PURPLE if h < 4 else LIGHT_GREY, alpha=0.55 if h < 4 else 1.0)
+    ax.text(15.3 + 4 * c, 3.12, "O^T", ha="center", va="bottom", fontsize=9)
+    ax.text(15.3 + 4 * c, 3.0 - 16 * c - 0.12, "dims x heads", ha="center", va="top", fontsize=9)
+    ax.text(8.6, -0.45, "a page costs a warp 16 mma for S and 8 for P V, where the CUDA-core kernel spends about 92 "
+            "instructions a key", ha="center", va="center", fontsize=9)
+    return finish(fig, ax, (-0.3, 16.9), (-0.8, 3.9))

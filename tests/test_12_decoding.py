@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 import helpers
-from helpers import decode, decode_steps
+from helpers import decode, decode_mma, decode_steps
 from test_exercises import run_exercise, solution
 
 NB = "12_decoding"
 EXERCISE = "def merge_two(O, L, O1, L1, O2, L2, b, h, d, big, w1, w2):"
-SOLUTION = solution(NB, "## 10. Exercise")
+SOLUTION = solution(NB, "## 11. Exercise")
 ODD = [1, 17, 40, 16, 1000, 4099]  # one token, mid-page, whole pages, longer
 
 
@@ -136,8 +136,11 @@ def test_the_plan_covers_every_key_in_whole_pages(nb12, batch, length):
 def test_the_plan_for_one_wave(nb12, batch, length, sms, want):
     splits, chunk = nb12.plan_one_wave([length] * batch, sms)
     assert (splits, chunk) == want
-    assert batch * 8 * splits <= nb12.BLOCKS_PER_SM * sms or splits == 1  # never a second wave of blocks
+    assert batch * 8 * splits <= 3 * sms or splits == 1  # never a second wave of blocks
     assert (splits - 1) * chunk < length <= splits * chunk and chunk % 16 == 0
+    splits2, chunk2 = nb12.plan_one_wave([length] * batch, sms, per_sm=2)  # the tensor-core kernels': 2 an SM
+    assert batch * 8 * splits2 <= 2 * sms or splits2 == 1
+    assert splits2 <= splits and (splits2 - 1) * chunk2 < length <= splits2 * chunk2
 
 
 @pytest.mark.parametrize("lengths", [[1, 16384, 8191, 4100, 12000, 8192, 17, 12803], [65536, 3000, 40000, 700],
@@ -247,6 +250,32 @@ def test_more_bytes_in_flight(arch):
     before_loop = ahead[:ahead.index("for (int i = 0")]
     assert before_loop.count("*(uint4*)(KV_ptr") == 2 * decode_steps.KEYS  # step 0's keys, loaded ahead
     assert keys[:keys.index("for (int i = 0")].count("*(uint4*)(KV_ptr") == 0
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_86", "sm_90"])
+def test_the_tensor_core_kernels_build_with_their_structure(arch):
+    """Per page a warp issues 16 mma for S and 8 for P V: 24 calls of TVM's mma helper in the CUDA; the register kernel turns V by movmatrix, the staged one by ldmatrix.trans out of a
+    cp.async ring whose 96 KiB, with the merge's buffer inside it, fit the 99 KB of sm_86 and sm_89."""
+    shape = (3, 32, 8, 128, 40, 32, 2, 256)
+    regs, staged = (cuda(k(*shape), arch) for k in (decode_mma.decode_paged_mma, decode_mma.decode_paged_mma_async))
+    for src in (regs, staged):
+        assert src.count("ptx_mma_sync_aligned_m16n8k16_row_col_f32_f16_f16_f32(") == 1 + 24  # its definition, 24 calls
+        assert "main_kernel_1(" in src  # 2 splits: the merge
+    assert "movmatrix" in regs and "cp_async" not in regs and "ldmatrix" not in regs
+    assert "ptx_cp_async_cg_async_cg_shared_global_16" in staged and "ldmatrix_sync_aligned_m8n8_x4_trans" in staged
+    assert "movmatrix" not in staged and "so_ptr[" not in staged  # `so` is a view of the stages
+    assert decode_mma.WARPS * decode_mma.STAGES * 2 * decode_mma.PAGE * 128 * 2 + 2 * 4 * 32 <= 99 * 1024
+
+
+def test_the_tensor_core_kernels_refuse_what_their_layout_cannot_hold():
+    for kwargs, what in [(dict(page=8), "page 8"), (dict(chunk=100), "chunk 100"), (dict(D=64), "head dimension 64")]:
+        args = dict(B=2, HQ=32, HKV=8, D=128, pages=10, max_pages=4, splits=1, chunk=64) | kwargs
+        with pytest.raises(ValueError, match=what):
+            decode_mma.decode_paged_mma_async(**args)
+    with pytest.raises(ValueError, match="at most 8 query heads a KV head; got .* 16 heads"):
+        decode_mma.decode_paged_mma(2, 32, 2, 128, 10, 4, 1, 64)
+    with pytest.raises(ValueError, match="32 query heads are not a multiple of 6 KV heads"):
+        decode_mma.decode_paged_mma(2, 32, 6, 128, 10, 4, 1, 64)
 
 
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90"])
@@ -370,11 +399,14 @@ def test_the_paged_kernel_and_tvms_on_a_gpu(nb12, lengths):
     kv, table, lengths = decode.paged_cache(lengths)
     want = decode.reference_paged(q, kv, table, lengths)
     one_wave = lambda b, n, sms: nb12.plan_one_wave(lengths, sms)  # noqa: E731  by the batch's own lengths
+    mma_wave = lambda b, n, sms: nb12.plan_one_wave(lengths, sms, per_sm=2)  # noqa: E731  the tensor-core kernels'
     for sms in (132, 4):  # many splits, few
         for kernel, plan in [(decode_steps.decode_paged, nb12.plan), (decode_steps.decode_paged_keys, nb12.plan),
                              (decode_steps.decode_paged_ahead, nb12.plan), (decode_steps.decode_paged_ahead, one_wave),
                              (decode_steps.decode_paged_wave, one_wave),
-                             (decode_steps.decode_paged_wave, lambda b, n, sms: nb12.cut(n, 1))]:  # one split: no merge
+                             (decode_steps.decode_paged_wave, lambda b, n, sms: nb12.cut(n, 1)),  # one split: no merge
+                             (decode_mma.decode_paged_mma, mma_wave), (decode_mma.decode_paged_mma_async, mma_wave),
+                             (decode_mma.decode_paged_mma_async, lambda b, n, sms: nb12.cut(n, 1))]:
             splits, chunk = plan(b, int(max(lengths)), sms)
             got = run(kernel(b, 32, 8, 128, len(kv), table.shape[1], splits, chunk),
                       [q, kv, table, lengths, *decode.split_outputs(b, splits)])
