@@ -53,9 +53,10 @@ def launch(name, b, n):
         torch.cuda.synchronize()
         got = out.float().cpu().numpy()
     else:
-        splits, chunk = helpers.lessons.lesson("12_decoding").plan_one_wave([n] * b, helpers.local_gpu_spec().sm_count)
-        from decode_mma import decode_paged_mma
-        from decode_mma_async import decode_paged_mma_async
+        per_sm = 2 if name.startswith("mma") else 3  # blocks an SM: 218 or 161 registers and 98.5 KB, or 160 registers
+        splits, chunk = helpers.lessons.lesson("12_decoding").plan_one_wave([n] * b, helpers.local_gpu_spec().sm_count,
+                                                                            per_sm=per_sm)
+        from helpers.decode_mma import decode_paged_mma, decode_paged_mma_async
 
         factory = {"lesson": decode_steps.decode_paged_wave, "keys8": keys_a_row(8), "mma": decode_paged_mma,
                    "mma_async": decode_paged_mma_async}[name]
