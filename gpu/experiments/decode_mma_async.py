@@ -17,6 +17,7 @@ Q, the softmax on the accumulator and the warps' merge are `decode_mma.py`'s. Th
 (98.5 KB a block, which sm_86 and sm_89 allow); the first run above had it apart (115 KB).
 
     python gpu/experiments/decode_mma_async.py [BxN ...]      (N in k)
+    python gpu/experiments/decode_mma_async.py sweep          (12's sweep shapes)
     python gpu/experiments/decode_mma_async.py build          (no GPU: registers and shared memory)
 """
 
@@ -47,5 +48,7 @@ if __name__ == "__main__":
 
     if sys.argv[1:2] == ["build"]:
         build_report()
+    elif sys.argv[1:2] == ["sweep"]:  # 12's sweep shapes: the lesson's, mma in registers, mma staged
+        main(decode.sweep_points(), VARIANTS)
     else:
         main([parse(a) for a in sys.argv[1:]] or SHAPES, VARIANTS)
