@@ -47,8 +47,7 @@ def cases(shapes):
 def build_planned(lesson, factory, per_sm, b, n, spec, target):
     """`factory`'s kernel for b sequences of n keys, planned by the lesson's `plan_one_wave` for `per_sm`
     blocks an SM: (executable, splits)."""
-    lesson.BLOCKS_PER_SM = per_sm  # plan_one_wave reads it when called
-    splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count)
+    splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count, per_sm=per_sm)
     return kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), target, "tirx"), splits
 
 

@@ -1,7 +1,7 @@
 """The keys a row and the blocks an SM go together (`results/decode_splits.nvidia-h200.txt`): 8 keys a row
 hold twice the bytes in flight but 247 registers a thread, so 2 blocks of 128 fit an SM, not 3. 8 keys won
 on the H200 where the plan leaves one split and lost where it counted on 3 blocks an SM. Here the plan
-counts the blocks that fit: notebook 12's `plan_one_wave` with BLOCKS_PER_SM = 3 for 4 keys a row (the
+counts the blocks that fit: notebook 12's `plan_one_wave` with per_sm = 3 for 4 keys a row (the
 lesson) and = 2 for 8 keys a row, at every shape of 12's sweep. Each is checked against the float64
 reference, then timed in 9 rounds alternating with SDPA on the same keys (SDPA's time over ours
 [quartiles]), as `decode_one_split.compare`.
@@ -26,8 +26,7 @@ def main():
         q, kv, table, lengths, ref, rounds, sdpa, how = sdpa_case(b, n, spec, flush_bytes)
         print(f"  {how}")
         for keys, per_sm, factory in PAIRS:
-            lesson.BLOCKS_PER_SM = per_sm  # plan_one_wave reads it when called
-            splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count)
+            splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count, per_sm=per_sm)
             ex = kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), target, "tirx")
             args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
             print(f"    {keys} keys, {per_sm}/SM: {splits:3d} splits of {chunk:6d} "
