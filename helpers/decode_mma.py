@@ -13,7 +13,7 @@ tensor cores a page of 16 keys costs a warp 24 mma:
   `movmatrix.trans` (`decode_paged_mma`) or `ldmatrix.trans` (`decode_paged_mma_async`).
 The 4 warps' states (m, l, O) merge in shared memory; one split writes O, more write (O_s, LSE_s) for
 `merge_splits`. `decode_paged_mma_async` keeps each warp's next two pages in flight in shared memory by
-cp.async instead of in registers (PTX ISA: mma 9.7.14.5.8, cp.async 9.7.9.25, ldmatrix 9.7.14.5.15)."""
+cp.async instead of in registers (the PTX ISA's mma.sync, movmatrix, cp.async and ldmatrix)."""
 
 from tvm.script import tirx as T
 
