@@ -86,3 +86,24 @@ def test_the_tiling_is_read_from_either_way_of_writing_it():
     code = ("i0, i1, i2 = sch.split(i, [None, 2, 4])\nj0, j1, j2 = sch.split(j, [None, 4, 4])\n"
             "k0, k1, k2 = sch.split(k, [None, 2, 2])")
     assert first_tiling(code) == dict(wm=2, wn=4, fm=4, fn=4, k_tile=4, k_step=2)
+
+
+def test_the_decode_mma_diagram_counts_the_mma_the_kernel_issues():
+    """decode_mma.png, beside notebook 12's section 7, says what a page costs a warp: 16 mma for S and 8 for
+    P V. helpers.decode_mma's kernels issue that many a page: 24 calls of TVM's mma helper in each one's
+    CUDA (the page's code is unrolled once), 16 of them in the S loop (two 8-key tiles x 8 k-steps of 16
+    dims of d = 128) and 8 in P V (8 blocks of 16 dims)."""
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    from helpers import decode_mma, kernels
+
+    fig = dict(_draw_module().figure_functions())["decode_mma"]()
+    text = " ".join(x.get_text().replace("\n", " ") for x in fig.findobj(Text))
+    plt.close(fig)
+    s_mma, pv_mma = 2 * (128 // 16), 128 // 16
+    assert f"a page costs a warp {s_mma} mma for S and {pv_mma} for P V" in text, text
+    assert f"{decode_mma.PAGE} keys" in text and "4 query heads" in text and "12 rows of zeros" in text
+    for factory in (decode_mma.decode_paged_mma, decode_mma.decode_paged_mma_async):
+        src = kernels.build(factory(2, 32, 8, 128, 10, 4, 1, 64), "sm_80", "tirx").mod.imports[0].inspect_source()
+        assert src.count("ptx_mma_sync_aligned_m16n8k16_row_col_f32_f16_f16_f32(") - 1 == s_mma + pv_mma
