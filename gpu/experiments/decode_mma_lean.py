@@ -86,7 +86,7 @@ decode_paged_mma_lean = with_page_copy(page_async_lean)
 
 def loop_counts(kernel):
     """(instructions, Counter of opcodes) of the page loop in the kernel's SASS for sm_90a: the shortest loop
-    that holds both the mma and the copies (every path through it, taken or not)."""
+    that holds both the mma and the page's loads, cp.async or plain (every path through it, taken or not)."""
     src = kernels.build(kernel, "sm_90a", "tirx").mod.imports[0].inspect_source()
     with tempfile.TemporaryDirectory() as tmp:
         cu, cubin = Path(tmp, "k.cu"), Path(tmp, "k.cubin")
@@ -98,7 +98,7 @@ def loop_counts(kernel):
     loops = [(int(t[1], 16), a) for a, op, args in ins if op.startswith("BRA")
              for t in [re.search(r"0x([0-9a-f]+)", args)] if t and int(t[1], 16) < a]
     bodies = [[op.split(".")[0] for a, op, _ in ins if first <= a <= last] for first, last in loops]
-    body = min((b for b in bodies if "HMMA" in b and "LDGSTS" in b), key=len)  # the page loop: mma and copies
+    body = min((b for b in bodies if "HMMA" in b and ("LDGSTS" in b or "LDG" in b)), key=len)  # mma and loads
     return len(body), Counter(body)
 
 
