@@ -11,9 +11,12 @@ and, where the page is whole (all but the split's last), issues the 16 copies un
 
 The kernel is `helpers.decode_mma.decode_paged_mma_async` with its `page_async` swapped for
 `page_async_lean` while the prim_func is parsed (TVMScript resolves a macro's name at parse time), so that
-everything else is the lesson's kernel, byte for byte.
+everything else is the lesson's kernel, byte for byte. The same for the register kernel: at c9edbbe it loaded a
+row's K and V under one test from one table read (458 SASS instructions in its page loop, 58.4 M executed at
+32x8k); since b60209e `page_into` loads K, then V, each with its own tests (553, 70.8 M). `page_into_joint`
+brings the joint load back into `helpers.decode_mma.decode_paged_mma`.
 
-    python gpu/experiments/decode_mma_lean.py [BxN ...]     (N in k: the lesson's staged kernel and this one)
+    python gpu/experiments/decode_mma_lean.py [BxN ...]     (N in k: the lesson's kernels and these)
     python gpu/experiments/decode_mma_lean.py build         (no GPU: SASS instructions in each page loop)
 """
 
@@ -84,6 +87,33 @@ def with_page_copy(macro):
 decode_paged_mma_lean = with_page_copy(page_async_lean)
 
 
+@T.macro(hygienic=False)
+def page_into_joint(kb, vb, tile):
+    # decode_mma's page_into with a row's K and V loaded under one test, from one table read (as at c9edbbe)
+    if tile < tiles:
+        pg = T.alloc_local((1,), "int32")
+        pg[0] = table[b, sp * chunk // PAGE + tile]
+        for ri in T.unroll(2):
+            for u in T.unroll(4):
+                if tile * PAGE + ri * 8 + g < n:
+                    kb[T.Ramp(ri * 16 + u * 4, 1, 4)] = KV32[pg[0], 0, h, ri * 8 + g, T.Ramp(u * 16 + t * 4, 1, 4)]
+                    vb[T.Ramp(ri * 16 + u * 4, 1, 4)] = KV32[pg[0], 1, h, ri * 8 + g, T.Ramp(u * 16 + t * 4, 1, 4)]
+                else:  # past the split's end: zeros, so that P V adds 0 * 0
+                    for q in T.unroll(4):
+                        kb[ri * 16 + u * 4 + q] = T.uint32(0)
+                        vb[ri * 16 + u * 4 + q] = T.uint32(0)
+
+
+def decode_paged_mma_joint(*shape):
+    """helpers' register kernel parsed with `page_into_joint` in place of its `page_into`."""
+    lesson_copy = decode_mma.page_into
+    decode_mma.page_into = page_into_joint
+    try:
+        return decode_mma.decode_paged_mma(*shape)
+    finally:
+        decode_mma.page_into = lesson_copy
+
+
 def loop_counts(kernel):
     """(instructions, Counter of opcodes) of the page loop in the kernel's SASS for sm_90a: the shortest loop
     that holds both the mma and the page's loads, cp.async or plain (every path through it, taken or not)."""
@@ -106,13 +136,16 @@ def build_report():
     """(No GPU; nvcc and cuobjdump on the PATH.) The page loop of each kernel at 32x8k, one split."""
     shape = (32, HQ, HKV, D, *decode.pool_size([8192] * 32), 1, 8192)
     for name, factory in (("staged (lesson)", decode_mma.decode_paged_mma_async), ("lean", decode_paged_mma_lean),
-                          ("lean, the whole-page path alone", with_page_copy(page_async_whole))):
+                          ("lean, the whole-page path alone", with_page_copy(page_async_whole)),
+                          ("registers (lesson)", decode_mma.decode_paged_mma), ("registers, K and V together",
+                                                                                decode_paged_mma_joint)):
         count, ops = loop_counts(factory(*shape))
         top = ", ".join(f"{op} {n}" for op, n in ops.most_common(12))
         print(f"{name}: {count} instructions in the page loop (every path); LDG {ops['LDG']}; {top}")
 
 
-VARIANTS = (("lesson's", decode_steps.decode_paged_wave, 3), ("staged", decode_mma.decode_paged_mma_async, 2),
+VARIANTS = (("lesson's", decode_steps.decode_paged_wave, 3), ("registers", decode_mma.decode_paged_mma, 2),
+            ("registers, K and V together", decode_paged_mma_joint, 2), ("staged", decode_mma.decode_paged_mma_async, 2),
             ("lean", decode_paged_mma_lean, 2))
 
 if __name__ == "__main__":
