@@ -89,12 +89,13 @@ def test_what_a_broken_file_lacks_is_named_with_the_way_out(tmp_path):
 
 def test_the_recorded_gpu_is_the_h100_but_for_a_notebook_recorded_on_another_unless_overridden(monkeypatch):
     monkeypatch.delenv("COURSE_RECORDED_GPU", raising=False)
+    # as when notebook 11's kernel changed while only an H200 was lent (whatever RECORDED_ON holds today)
+    monkeypatch.setattr(mode, "RECORDED_ON", {"11_flash_attention_hopper": "nvidia-h200"})
     mode.read()  # as helpers.start does
     assert records.recorded_gpu() == records.DEFAULT_RECORDED_GPU == "nvidia-h100-80gb-hbm3"
     assert records.recorded_gpu("10_flash_attention") == records.DEFAULT_RECORDED_GPU
     assert records.results_path("01_vector_add").parts[-3:] == ("results", "nvidia-h100-80gb-hbm3", "01_vector_add.json")
-    # notebook 11's kernel changed while only an H200 was lent: its records are the H200's
-    assert records.recorded_gpu("11_flash_attention_hopper") == mode.RECORDED_ON["11_flash_attention_hopper"] == "nvidia-h200"
+    assert records.recorded_gpu("11_flash_attention_hopper") == "nvidia-h200"  # its records are the H200's
     assert records.results_path("11_flash_attention_hopper").parts[-2:] == ("nvidia-h200", "11_flash_attention_hopper.json")
     assert mode.current().shows_committed_records  # a notebook's own GPU's records are its committed ones
     monkeypatch.setenv("COURSE_RECORDED_GPU", "tesla-t4")
