@@ -28,25 +28,22 @@ WARPS, PAGE = 4, 16
 THREADS = 32 * WARPS
 
 
-@T.macro
-def load_page(r, KV32, table, b, h, first_page, tile, n, g, t, which):
-    # the page's 16 keys of K (which = 0) or V (1): lane (g, t) takes keys g and g + 8, 16 bytes at dims 32u + 8t
-    for ri in T.unroll(2):
-        for u in T.unroll(4):
-            if tile * PAGE + ri * 8 + g < n:
-                r[T.Ramp(ri * 16 + u * 4, 1, 4)] = KV32[table[b, first_page + tile], which, h, ri * 8 + g,
-                                                        T.Ramp(u * 16 + t * 4, 1, 4)]
-            else:  # past the split's end: zeros, so that P V adds 0 * 0
-                for q in T.unroll(4):
-                    r[ri * 16 + u * 4 + q] = T.uint32(0)
-
-
 @T.macro(hygienic=False)
 def page_into(kb, vb, tile):
-    # K and V of the warp's page `tile`, if the split has it, into registers kb and vb
+    # K and V of the warp's page `tile`, if the split has it, into registers kb and vb: lane (g, t) takes keys g
+    # and g + 8, 16 bytes at dims 32u + 8t, of both under one test, from the page's number read once
     if tile < tiles:
-        load_page(kb, KV32, table, b, h, sp * chunk // PAGE, tile, n, g, t, 0)
-        load_page(vb, KV32, table, b, h, sp * chunk // PAGE, tile, n, g, t, 1)
+        pg = T.alloc_local((1,), "int32")
+        pg[0] = table[b, sp * chunk // PAGE + tile]
+        for ri in T.unroll(2):
+            for u in T.unroll(4):
+                if tile * PAGE + ri * 8 + g < n:
+                    kb[T.Ramp(ri * 16 + u * 4, 1, 4)] = KV32[pg[0], 0, h, ri * 8 + g, T.Ramp(u * 16 + t * 4, 1, 4)]
+                    vb[T.Ramp(ri * 16 + u * 4, 1, 4)] = KV32[pg[0], 1, h, ri * 8 + g, T.Ramp(u * 16 + t * 4, 1, 4)]
+                else:  # past the split's end: zeros, so that P V adds 0 * 0
+                    for q in T.unroll(4):
+                        kb[ri * 16 + u * 4 + q] = T.uint32(0)
+                        vb[ri * 16 + u * 4 + q] = T.uint32(0)
 
 
 @T.macro(hygienic=False)
@@ -210,17 +207,32 @@ STAGES = 3  # a warp's pages in shared memory: the one scored, two in flight
 
 
 @T.macro(hygienic=False)
+def copy_chunk(st, which, r, c):
+    # a lane's 16 bytes (chunk c) of row r of the page numbered pg[0], K or V, into stage st, XOR-swizzled
+    T.ptx["cp.async.cg.shared.global"](KVs.ptr_to([warp, st, which, r, (c ^ r % 8) * 8]),
+                                       KV.ptr_to([pg[0], which, h, r, c * 8]), 16)
+
+
+@T.macro(hygienic=False)
 def page_async(tile, st):
-    # page `tile` of the warp's split, K and V, into stage st by cp.async (one group); zeros past the split's end
+    # page `tile` of the warp's split, K and V, into stage st by cp.async (one group). TVM's cp.async is an asm
+    # with a memory clobber, after which nvcc reloads what it read: the page's number is read into a register
+    # once, and a whole page (all but the split's last) is copied without a test a row
     if tile < tiles:
-        for i in T.unroll(8):
-            r, c = T.meta_var(i * 2 + lane // 16), T.meta_var(lane % 16)
-            for which in T.unroll(2):
-                if tile * PAGE + r < n:
-                    T.ptx["cp.async.cg.shared.global"](KVs.ptr_to([warp, st, which, r, (c ^ r % 8) * 8]),
-                                                       KV.ptr_to([table[b, sp * chunk // PAGE + tile], which, h, r, c * 8]), 16)
-                else:
-                    KVs[warp, st, which, r, T.Ramp((c ^ r % 8) * 8, 1, 8)] = T.Broadcast(T.float16(0), 8)
+        pg = T.alloc_local((1,), "int32")
+        pg[0] = table[b, sp * chunk // PAGE + tile]
+        if (tile + 1) * PAGE <= n:
+            for i in T.unroll(8):
+                for which in T.unroll(2):
+                    copy_chunk(st, which, i * 2 + lane // 16, lane % 16)
+        else:
+            for i in T.unroll(8):
+                r, c = T.meta_var(i * 2 + lane // 16), T.meta_var(lane % 16)
+                for which in T.unroll(2):
+                    if tile * PAGE + r < n:
+                        copy_chunk(st, which, r, c)
+                    else:  # past the split's end: zeros
+                        KVs[warp, st, which, r, T.Ramp((c ^ r % 8) * 8, 1, 8)] = T.Broadcast(T.float16(0), 8)
     T.ptx["cp.async.commit_group"]()  # an empty group past the last page keeps the count
 
 

@@ -267,6 +267,22 @@ def test_the_tensor_core_kernels_build_with_their_structure(arch):
     assert decode_mma.WARPS * decode_mma.STAGES * 2 * decode_mma.PAGE * 128 * 2 + 2 * 4 * 32 <= 99 * 1024
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_the_tensor_core_kernels_read_a_page_number_once_a_page(arch):
+    """Each place that loads a page reads its number from the block table once: 2 in the register kernel (the
+    first page, the next in the loop), 3 in the staged one (its two first pages, the loop's). Read in every
+    copy instead, the number is reloaded after each cp.async (an asm with a memory clobber) or under each
+    row's test: 48 and 32 reads, 12 M instructions more at 32x8k on the H200 (gpu/experiments/decode_mma_lean.py)."""
+    shape = (3, 32, 8, 128, 40, 32, 2, 256)
+    regs, staged = (cuda(k(*shape), arch) for k in (decode_mma.decode_paged_mma, decode_mma.decode_paged_mma_async))
+    assert regs.count("table_ptr[") == 2 and staged.count("table_ptr[") == 3
+    whole = staged[staged.index("pg_ptr[0] = table_ptr["):]
+    whole = whole[:whole.index("} else {")]  # a whole page: its 16 copies under no test of the key
+    assert whole.count("ptx_cp_async_cg_async_cg_shared_global_16(") == 16
+    tests = [line for line in whole.splitlines() if "if (" in line]
+    assert len(tests) == 1 and "<= (lengths_ptr[" in tests[0]  # the one test: is the page whole?
+
+
 def test_the_tensor_core_kernels_refuse_what_their_layout_cannot_hold():
     for kwargs, what in [(dict(page=8), "page 8"), (dict(chunk=100), "chunk 100"), (dict(D=64), "head dimension 64")]:
         args = dict(B=2, HQ=32, HKV=8, D=128, pages=10, max_pages=4, splits=1, chunk=64) | kwargs

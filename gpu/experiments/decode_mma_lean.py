@@ -1,22 +1,24 @@
-"""Fewer instructions around 12's staged tensor-core kernel: each page's number loaded once, and whole pages
-copied without a test a copy.
+"""Fewer instructions around 12's tensor-core kernels: each page's number loaded once, whole pages copied
+without a test a copy, and a row's K and V loaded together.
 
-`decode_profile.py` (H200, 2026-11-29, 32x8k): `decode_paged_mma_async` executes 74.2 M instructions, cuDNN's
-SDPA 37.6 M, and SDPA reads 3 points closer to DRAM's peak (94.4% against 91.2%). The SASS of its page loop
-(nvcc -arch sm_90a, cuobjdump) shows where a page's instructions go besides its 24 HMMA and 16 LDSM: each of a
-lane's 16 cp.async re-reads the page's number from the block table (16 LDG a page) and re-tests the key
+`decode_profile.py` (H200, 2026-11-29, 32x8k): `decode_paged_mma_async` executed 74.2 M instructions, cuDNN's
+SDPA 37.6 M, and SDPA read 3 points closer to DRAM's peak (94.4% against 91.2%). The SASS of its page loop
+(nvcc -arch sm_90a, cuobjdump) showed where a page's instructions went besides its 24 HMMA and 16 LDSM: each of
+a lane's 16 cp.async re-read the page's number from the block table (16 LDG a page) and re-tested the key
 against the split's end, because an `asm volatile` with a memory clobber (TVM's cp.async helper) keeps the
-compiler from reusing a load across it. Here `page_async_lean` loads the page's number into a register once
-and, where the page is whole (all but the split's last), issues the 16 copies untested.
+compiler from reusing a load across it. `page_async_lean` loaded the page's number into a register once and,
+where the page is whole (all but the split's last), issued the 16 copies untested. The register kernel: at
+c9edbbe it loaded a row's K and V under one test from one table read (458 SASS instructions in its page loop,
+58.4 M executed at 32x8k); from b60209e its `page_into` loaded K, then V, each with its own tests (553, 70.8 M);
+`page_into_joint` loaded them together again (369).
 
-The kernel is `helpers.decode_mma.decode_paged_mma_async` with its `page_async` swapped for
-`page_async_lean` while the prim_func is parsed (TVMScript resolves a macro's name at parse time), so that
-everything else is the lesson's kernel, byte for byte. The same for the register kernel: at c9edbbe it loaded a
-row's K and V under one test from one table read (458 SASS instructions in its page loop, 58.4 M executed at
-32x8k); since b60209e `page_into` loads K, then V, each with its own tests (553, 70.8 M). `page_into_joint`
-brings the joint load back into `helpers.decode_mma.decode_paged_mma`.
+Run at 9bfa54d on the H100 (`results/decode_mma_lean.nvidia-h100.txt`), each variant was the lesson's kernel
+with one macro swapped while its prim_func was parsed: the joint load was level with or ahead of the split one at
+all six shapes (32x8k 0.999 [0.992-1.002] of SDPA against 0.981), the lean copy ahead of the staged one at all six
+(0.958 -> 0.991 at 32x8k; 1.020 [1.015-1.022] at 8x8k). Both then became `helpers.decode_mma`'s `page_into` and
+`page_async`, byte for byte the CUDA measured; what stays here is the count of each page loop's instructions.
 
-    python gpu/experiments/decode_mma_lean.py [BxN ...]     (N in k: the lesson's kernels and these)
+    python gpu/experiments/decode_mma_lean.py [BxN ...]     (N in k: the lesson's kernels against SDPA)
     python gpu/experiments/decode_mma_lean.py build         (no GPU: SASS instructions in each page loop)
 """
 
@@ -31,44 +33,18 @@ from tvm.script import tirx as T
 
 from helpers import decode, decode_mma, decode_steps, kernels
 from helpers.decode import HKV, HQ, D
-from helpers.decode_mma import PAGE
-
-
-@T.macro(hygienic=False)
-def page_async_lean(tile, st):
-    # decode_mma's page_async with the page's number in a register and whole pages copied untested
-    if tile < tiles:
-        pg = T.alloc_local((1,), "int32")
-        pg[0] = table[b, sp * chunk // PAGE + tile]
-        if (tile + 1) * PAGE <= n:
-            for i in T.unroll(8):
-                r, c = T.meta_var(i * 2 + lane // 16), T.meta_var(lane % 16)
-                for which in T.unroll(2):
-                    T.ptx["cp.async.cg.shared.global"](KVs.ptr_to([warp, st, which, r, (c ^ r % 8) * 8]),
-                                                       KV.ptr_to([pg[0], which, h, r, c * 8]), 16)
-        else:
-            for i in T.unroll(8):
-                r, c = T.meta_var(i * 2 + lane // 16), T.meta_var(lane % 16)
-                for which in T.unroll(2):
-                    if tile * PAGE + r < n:
-                        T.ptx["cp.async.cg.shared.global"](KVs.ptr_to([warp, st, which, r, (c ^ r % 8) * 8]),
-                                                           KV.ptr_to([pg[0], which, h, r, c * 8]), 16)
-                    else:
-                        KVs[warp, st, which, r, T.Ramp((c ^ r % 8) * 8, 1, 8)] = T.Broadcast(T.float16(0), 8)
-    T.ptx["cp.async.commit_group"]()  # an empty group past the last page keeps the count
+from helpers.decode_mma import PAGE, copy_chunk
 
 
 @T.macro(hygienic=False)
 def page_async_whole(tile, st):
-    # (for counting only, wrong on a split's last page) page_async_lean's path for a whole page alone
+    # (for counting only, wrong on a split's last page) decode_mma's page_async with its whole-page path alone
     if tile < tiles:
         pg = T.alloc_local((1,), "int32")
         pg[0] = table[b, sp * chunk // PAGE + tile]
         for i in T.unroll(8):
-            r, c = T.meta_var(i * 2 + lane // 16), T.meta_var(lane % 16)
             for which in T.unroll(2):
-                T.ptx["cp.async.cg.shared.global"](KVs.ptr_to([warp, st, which, r, (c ^ r % 8) * 8]),
-                                                   KV.ptr_to([pg[0], which, h, r, c * 8]), 16)
+                copy_chunk(st, which, i * 2 + lane // 16, lane % 16)
     T.ptx["cp.async.commit_group"]()
 
 
@@ -85,28 +61,7 @@ def parsed_with(factory, name, macro):
     return parsed
 
 
-decode_paged_mma_lean = parsed_with(decode_mma.decode_paged_mma_async, "page_async", page_async_lean)
 decode_paged_mma_whole = parsed_with(decode_mma.decode_paged_mma_async, "page_async", page_async_whole)  # counting only
-
-
-@T.macro(hygienic=False)
-def page_into_joint(kb, vb, tile):
-    # decode_mma's page_into with a row's K and V loaded under one test, from one table read (as at c9edbbe)
-    if tile < tiles:
-        pg = T.alloc_local((1,), "int32")
-        pg[0] = table[b, sp * chunk // PAGE + tile]
-        for ri in T.unroll(2):
-            for u in T.unroll(4):
-                if tile * PAGE + ri * 8 + g < n:
-                    kb[T.Ramp(ri * 16 + u * 4, 1, 4)] = KV32[pg[0], 0, h, ri * 8 + g, T.Ramp(u * 16 + t * 4, 1, 4)]
-                    vb[T.Ramp(ri * 16 + u * 4, 1, 4)] = KV32[pg[0], 1, h, ri * 8 + g, T.Ramp(u * 16 + t * 4, 1, 4)]
-                else:  # past the split's end: zeros, so that P V adds 0 * 0
-                    for q in T.unroll(4):
-                        kb[ri * 16 + u * 4 + q] = T.uint32(0)
-                        vb[ri * 16 + u * 4 + q] = T.uint32(0)
-
-
-decode_paged_mma_joint = parsed_with(decode_mma.decode_paged_mma, "page_into", page_into_joint)
 
 
 def loop_counts(kernel):
@@ -130,19 +85,16 @@ def loop_counts(kernel):
 def build_report():
     """(No GPU; nvcc and cuobjdump on the PATH.) The page loop of each kernel at 32x8k, one split."""
     shape = (32, HQ, HKV, D, *decode.pool_size([8192] * 32), 1, 8192)
-    for name, factory in (("staged (lesson)", decode_mma.decode_paged_mma_async), ("lean", decode_paged_mma_lean),
-                          ("lean, the whole-page path alone", decode_paged_mma_whole),
-                          ("registers (lesson)", decode_mma.decode_paged_mma), ("registers, K and V together",
-                                                                                decode_paged_mma_joint)):
+    for name, factory in (("staged", decode_mma.decode_paged_mma_async),
+                          ("staged, the whole-page path alone", decode_paged_mma_whole),
+                          ("registers", decode_mma.decode_paged_mma)):
         count, ops = loop_counts(factory(*shape))
         top = ", ".join(f"{op} {n}" for op, n in ops.most_common(12))
         print(f"{name}: {count} instructions in the page loop (every path); LDG {ops['LDG']}; {top}")
 
 
 VARIANTS = (("lesson's", decode_steps.decode_paged_wave, 3), ("registers", decode_mma.decode_paged_mma, 2),
-            ("registers, K and V together", decode_paged_mma_joint, 2),
-            ("staged", decode_mma.decode_paged_mma_async, 2),
-            ("lean", decode_paged_mma_lean, 2))
+            ("staged", decode_mma.decode_paged_mma_async, 2))
 
 if __name__ == "__main__":
     from decode_balance import parse
