@@ -11,6 +11,13 @@ block that counts `splits - 1` knows every other split's state is visible, merge
 resets the counter to 0 for the next call (the CUDA programming guide's "last block" pattern, as in its
 threadFenceReduction sample; FlashDecoding and FlashInfer merge in a second kernel).
 
+What it found (H100, 2026-12-07, `results/decode_fused_merge.nvidia-h100.txt`; both checked, 9e-05 to 2e-04):
+nothing. SDPA / ours, merge kernel against merge fused: 1x8k 1.051 [1.049-1.055] / 1.033 [1.031-1.039], 8x1k
+1.055 / 1.073, 1x32k 1.010 / 0.996, 8x8k 1.009 / 0.997 (32x1k, one split, 0.995 both). The second kernel is not
+what holds 1x8k at 25 us against the copy's 16: the split kernel is (256 keys a block, 4 pages a warp: the
+pipeline's fill and the block's merge take a large share of each block's time), and the last block's serial
+merge only moves the merge onto the critical path of that block. Not taken into 12.
+
 The kernel is `helpers.decode_mma.decode_paged_mma_async` with one more argument (the counters, zero before the
 first call) and this tail; the rest is helpers' macros, unchanged.
 
