@@ -17,7 +17,7 @@ DEFAULT_RECORDED_GPU = "nvidia-h100-80gb-hbm3"
 #: The notebooks whose records are another GPU's: notebook -> that GPU's results folder. A notebook is
 #: here when its kernel changed while only that GPU was lent to re-record it, so its records and the
 #: prose that quotes them are that GPU's. Drop its entry once it is re-recorded on the default GPU.
-RECORDED_ON = {"12_decoding": "nvidia-h200"}
+RECORDED_ON: dict[str, str] = {}
 #: Set to any word, this makes every recorded time read back up to 15% slower or faster (a fixed
 #: factor per measurement, drawn from the word, the notebook and the name; ratios move with it), as
 #: a live run on a GPU would print other numbers.
