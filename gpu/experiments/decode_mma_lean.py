@@ -16,9 +16,10 @@ Run at 9bfa54d on the H100 (`results/decode_mma_lean.nvidia-h100.txt`), each var
 with one macro swapped while its prim_func was parsed: the joint load was level with or ahead of the split one at
 all six shapes (32x8k 0.999 [0.992-1.002] of SDPA against 0.981), the lean copy ahead of the staged one at all six
 (0.958 -> 0.991 at 32x8k; 1.020 [1.015-1.022] at 8x8k). Both then became `helpers.decode_mma`'s `page_into` and
-`page_async`, byte for byte the CUDA measured; what stays here is the count of each page loop's instructions.
+`page_async`, byte for byte the CUDA measured (run again at d3e8bfd: `results/decode_mma_lean.landed.nvidia-h100.txt`).
+Both runs came from this script's timing mode at those commits; what stays here is the count of each page
+loop's instructions, and `decode_mma_async.py` times the same kernels against SDPA.
 
-    python gpu/experiments/decode_mma_lean.py [BxN ...]     (N in k: the lesson's kernels against SDPA)
     python gpu/experiments/decode_mma_lean.py build         (no GPU: SASS instructions in each page loop)
 """
 
@@ -29,39 +30,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from tvm.script import tirx as T
-
-from helpers import decode, decode_mma, decode_steps, kernels
+from helpers import decode, decode_mma, kernels
 from helpers.decode import HKV, HQ, D
-from helpers.decode_mma import PAGE, copy_chunk
-
-
-@T.macro(hygienic=False)
-def page_async_whole(tile, st):
-    # (for counting only, wrong on a split's last page) decode_mma's page_async with its whole-page path alone
-    if tile < tiles:
-        pg = T.alloc_local((1,), "int32")
-        pg[0] = table[b, sp * chunk // PAGE + tile]
-        for i in T.unroll(8):
-            for which in T.unroll(2):
-                copy_chunk(st, which, i * 2 + lane // 16, lane % 16)
-    T.ptx["cp.async.commit_group"]()
-
-
-def parsed_with(factory, name, macro):
-    """helpers' kernel `factory` parsed with `macro` in place of decode_mma's macro `name` (TVMScript resolves a
-    macro's name when the prim_func is parsed, so everything else stays the lesson's kernel)."""
-    def parsed(*shape):
-        lesson_macro = getattr(decode_mma, name)
-        setattr(decode_mma, name, macro)
-        try:
-            return factory(*shape)
-        finally:
-            setattr(decode_mma, name, lesson_macro)
-    return parsed
-
-
-decode_paged_mma_whole = parsed_with(decode_mma.decode_paged_mma_async, "page_async", page_async_whole)  # counting only
 
 
 def loop_counts(kernel):
@@ -85,22 +55,13 @@ def loop_counts(kernel):
 def build_report():
     """(No GPU; nvcc and cuobjdump on the PATH.) The page loop of each kernel at 32x8k, one split."""
     shape = (32, HQ, HKV, D, *decode.pool_size([8192] * 32), 1, 8192)
-    for name, factory in (("staged", decode_mma.decode_paged_mma_async),
-                          ("staged, the whole-page path alone", decode_paged_mma_whole),
-                          ("registers", decode_mma.decode_paged_mma)):
+    for name, factory in (("staged", decode_mma.decode_paged_mma_async), ("registers", decode_mma.decode_paged_mma)):
         count, ops = loop_counts(factory(*shape))
         top = ", ".join(f"{op} {n}" for op, n in ops.most_common(12))
         print(f"{name}: {count} instructions in the page loop (every path); LDG {ops['LDG']}; {top}")
 
 
-VARIANTS = (("lesson's", decode_steps.decode_paged_wave, 3), ("registers", decode_mma.decode_paged_mma, 2),
-            ("staged", decode_mma.decode_paged_mma_async, 2))
-
 if __name__ == "__main__":
-    from decode_balance import parse
-    from decode_mma import SHAPES, main
-
-    if sys.argv[1:2] == ["build"]:
-        build_report()
-    else:
-        main([parse(a) for a in sys.argv[1:]] or SHAPES, VARIANTS)
+    if sys.argv[1:] != ["build"]:
+        sys.exit("usage: python gpu/experiments/decode_mma_lean.py build   (timings: decode_mma_async.py)")
+    build_report()
