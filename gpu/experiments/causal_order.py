@@ -14,17 +14,24 @@ with `persistent_flash_attention`'s own `work_item` hook (the kernel code is the
 Each is checked against the float64 reference and timed in rounds alternating with cuDNN (torch's
 SDPA, CUDNN_ATTENTION), as the notebook's sweep times them. 32k tokens a batch, 16 heads, fp16.
 
-    python gpu/experiments/causal_order.py [groups | all | items]
+`walks` (2026-12-07, H100: causal 512 d=128 was behind cuDNN at 0.95 with 11's sweep's groups of 16,
+chosen on an H200) times every order with the sweep's softmax (`hopper_softmax(0)` at d=128, (1) at 64)
+on the streamed walk, at 512 to 2k tokens, and groups of 4 and 64 heads besides.
+
+    python gpu/experiments/causal_order.py [groups | all | items | walks]
 """
 
 import helpers
 from helpers import flash_hopper_persistent as walk
 from helpers.attention import attention_case, attention_flops, qkv, sdpa
 from helpers.attention_sweep import HEADS
+from helpers.flash_hopper_softmax import hopper_softmax, with_softmax
 
 SEQS = [512, 1024, 2048]  # `all`: SEQS of the notebook's sweep, 512 to 16k
 ORDERS = None  # `groups` on the command line: the notebook's order and the grouped ones only
 ITEMS = None  # `items`: groups of 64, 128, 256 and 512 items, whatever their heads
+DIMS = (64, 128)
+SWEEPS_SOFTMAX = False  # `walks`: each kernel with the softmax 11's sweep gives it, not the lesson's
 ON_HOPPER = dict(arch="sm_90a", tir_pipeline="tirx")
 
 
@@ -32,7 +39,7 @@ def main():
     nb = helpers.start("11_flash_attention_hopper")
     sms = nb.spec.sm_count
     print(f"{nb.spec.name}: causal, TFLOP/s and cuDNN's time over ours (median [quartiles] of rounds)")
-    for d in (64, 128):
+    for d in DIMS:
         for n in SEQS:
             shape = (32768 // n, HEADS, n, d)
             bh, name = shape[0] * HEADS, "x".join(map(str, shape)) + " causal"
@@ -46,12 +53,17 @@ def main():
                       ("by 8 heads, persistent", sms, walk.in_groups(bh, 8)),
                       ("by 32 heads, persistent", sms, walk.in_groups(bh, 32)),
                       ("by 16 heads, persistent", sms, walk.in_groups(bh, 16))]
+            if SWEEPS_SOFTMAX:
+                orders += [("by 4 heads, persistent", sms, walk.in_groups(bh, 4)),
+                           ("by 64 heads, persistent", sms, walk.in_groups(bh, 64))]
             if ITEMS:  # groups of a given number of items (row blocks of all the group's heads) instead
                 groups = [(items, items * 128 // n) for items in ITEMS if items * 128 // n in range(1, bh + 1)]
                 orders = orders[:1] + [(f"by {g} heads ({items} items), persistent", sms, walk.in_groups(bh, g))
                                        for items, g in groups]
             for label, blocks, order in [o for i, o in enumerate(orders) if ORDERS is None or i in ORDERS]:
-                m = nb.measure(f"{label} {name}", walk.persistent_flash_attention(bh, n, d, True, blocks, order),
+                softmax = hopper_softmax(int(d == 64)) if SWEEPS_SOFTMAX else walk.online_softmax
+                kernel = with_softmax(softmax, walk.persistent_flash_attention, bh, n, d, True, blocks, order)
+                m = nb.measure(f"{label} {name}", kernel,
                                **ON_HOPPER, **attention_case(*shape, True, inputs=[q, k, v]), baseline=base, quiet=True)
                 lo, hi = m.ratio_quartiles or (0, 0)
                 print(f"  d={d:3d} {n:5d} {label:28s} {m.tflops:6.1f} TFLOP/s, {m.ratio:.3f} [{lo:.3f}-{hi:.3f}],"
@@ -68,4 +80,6 @@ if __name__ == "__main__":
         ORDERS = [0, 4, 6, 5]
     if sys.argv[1:2] == ["items"]:  # is a group of about one wave of items (128 of 132 blocks) what slows d=128?
         SEQS, ITEMS = [512, 1024, 2048, 4096], [64, 128, 256, 512]
+    if sys.argv[1:2] == ["walks"]:  # H100: which walk wins at 512-2k causal with the sweep's softmax
+        SWEEPS_SOFTMAX, DIMS, SEQS = True, (128,), [int(a) for a in sys.argv[2:]] or [512, 1024]
     main()
