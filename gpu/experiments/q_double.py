@@ -15,7 +15,12 @@ that kernel initialized past the end of its array. Each kernel (11's sweep's cho
 included) is checked against the float64 reference and timed in rounds alternating with cuDNN: 32k
 tokens a batch, 16 heads, fp16.
 
-    python gpu/experiments/q_double.py [sweep | long | profile [long | short]]
+`three` (2026-12-07): three Q buffers (`three_q_module`), the third after V's stages (224 of 227 KiB at head
+dim 128), so the producer loads Q two items ahead. On the H100, causal 512 tokens at d = 128 is the one shape
+of 11's sweep behind cuDNN (0.95 [0.95-0.97] in the record): 1 to 4 tiles an item, and each item's Q comes from
+DRAM while its K and V mostly come from L2, at a shape whose bytes take 70% of its time at the copy's rate.
+
+    python gpu/experiments/q_double.py [sweep | long | three | profile [long | short]]
 """
 
 import inspect
@@ -42,6 +47,17 @@ def one_q_padded_module():
         "blocks, at = blocks or items, (Q_BUFS * BR_H + 2 * STAGES * BC_H) * D * 2":
         "blocks, at = blocks or items, (2 * BR_H + 2 * STAGES * BC_H) * D * 2"}, "flash_hopper_one_q")
     return module_from_source("flash_hopper_one_q_padded", src)
+
+
+def three_q_module():
+    """helpers.flash_hopper_persistent with three Q buffers: buffer 0 where section 3's Q is, 1 and 2 after V's
+    stages."""
+    src = edited(inspect.getsource(walk), {
+        "\nQ_BUFS = 2 ": "\nQ_BUFS = 3 ",
+        "    return turn % Q_BUFS * (BR_H + 2 * STAGES * BC_H) * dim":
+        "    return (turn % Q_BUFS * BR_H + T.min(turn % Q_BUFS, 1) * 2 * STAGES * BC_H) * dim"},
+        "flash_hopper_persistent")
+    return module_from_source("flash_hopper_three_q", src)
 
 
 # 11's sweep's kernel with one Q buffer, with the lesson's two, and with one in two buffers' shared memory
@@ -112,6 +128,9 @@ if __name__ == "__main__":
         sys.exit(profile(sys.argv[2] if len(sys.argv) > 2 else "long"))
     elif sys.argv[1:2] == ["launch"]:
         launch(sys.argv[2], PROFILES[sys.argv[3]][0])
+    elif sys.argv[1:2] == ["three"]:  # H100: two Q buffers against three where items are short
+        THREE_Q = best(three_q_module())
+        main([(128, 512), (128, 1024)], (True, False), lambda d: [("two Q", TWO_Q), ("three Q", THREE_Q)])
     elif sys.argv[1:2] == ["long"]:  # where the sweep at 5118154 found two buffers 1-3% behind
         main([(128, 4096), (128, 16384), (128, 4096), (128, 16384)], (False,), long_columns)
     else:
