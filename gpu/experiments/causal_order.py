@@ -15,8 +15,8 @@ Each is checked against the float64 reference and timed in rounds alternating wi
 SDPA, CUDNN_ATTENTION), as the notebook's sweep times them. 32k tokens a batch, 16 heads, fp16.
 
 `walks` (2026-12-07, H100: causal 512 d=128 was behind cuDNN at 0.95 with 11's sweep's groups of 16,
-chosen on an H200) times every order with the sweep's softmax (`hopper_softmax(0)` at d=128, (1) at 64)
-on the streamed walk, at 512 to 2k tokens, and groups of 4 and 64 heads besides.
+chosen on an H200) times every order with the sweep's softmax (`exp_poly.sweep_softmax`) on the streamed
+walk, at d=128 and 512 and 1k tokens (or the lengths given), and groups of 4 and 64 heads besides.
 
     python gpu/experiments/causal_order.py [groups | all | items | walks]
 """
@@ -25,7 +25,9 @@ import helpers
 from helpers import flash_hopper_persistent as walk
 from helpers.attention import attention_case, attention_flops, qkv, sdpa
 from helpers.attention_sweep import HEADS
-from helpers.flash_hopper_softmax import hopper_softmax, with_softmax
+from helpers.flash_hopper_softmax import with_softmax
+
+from exp_poly import sweep_softmax
 
 SEQS = [512, 1024, 2048]  # `all`: SEQS of the notebook's sweep, 512 to 16k
 ORDERS = None  # `groups` on the command line: the notebook's order and the grouped ones only
@@ -61,7 +63,7 @@ def main():
                 orders = orders[:1] + [(f"by {g} heads ({items} items), persistent", sms, walk.in_groups(bh, g))
                                        for items, g in groups]
             for label, blocks, order in [o for i, o in enumerate(orders) if ORDERS is None or i in ORDERS]:
-                softmax = hopper_softmax(int(d == 64)) if SWEEPS_SOFTMAX else walk.online_softmax
+                softmax = sweep_softmax(d, True) if SWEEPS_SOFTMAX else walk.online_softmax
                 kernel = with_softmax(softmax, walk.persistent_flash_attention, bh, n, d, True, blocks, order)
                 m = nb.measure(f"{label} {name}", kernel,
                                **ON_HOPPER, **attention_case(*shape, True, inputs=[q, k, v]), baseline=base, quiet=True)

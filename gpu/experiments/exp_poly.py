@@ -45,13 +45,16 @@ def kernel(bh, n, d, softmax, causal=False, group=16, walk=walk):
     return with_softmax(softmax, walk.persistent_flash_attention, bh, n, d, causal, None if causal else sms)
 
 
+def sweep_softmax(d, causal, walk=walk):
+    """The softmax 11's sweep gives head dim `d`: at 64 10's (`walk.online_softmax`) without the mask and
+    hopper_softmax(1) with it, hopper_softmax(0) at 128 (the fastest in `sweep` at cc3a58c)."""
+    return hopper_softmax(0) if d == 128 else hopper_softmax(1) if causal else walk.online_softmax
+
+
 def best(walk=walk):
-    """11's sweep's kernel as the notebook builds it now (at head dim 64 10's softmax without the mask and
-    hopper_softmax(1) with it, hopper_softmax(0) at 128: the fastest in `sweep` at cc3a58c), its persistent
-    kernel taken from `walk`: build(bh, n, d, causal)."""
-    def softmax(d, causal):
-        return hopper_softmax(0) if d == 128 else hopper_softmax(1) if causal else walk.online_softmax
-    return lambda bh, n, d, causal: kernel(bh, n, d, softmax(d, causal), causal, walk=walk)
+    """11's sweep's kernel as the notebook builds it now, with `sweep_softmax`, its persistent kernel taken
+    from `walk`: build(bh, n, d, causal)."""
+    return lambda bh, n, d, causal: kernel(bh, n, d, sweep_softmax(d, causal, walk), causal, walk=walk)
 
 
 def with_softmax_of(label):

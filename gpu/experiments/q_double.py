@@ -18,7 +18,7 @@ tokens a batch, 16 heads, fp16.
 `three` (2026-12-07): three Q buffers (`three_q_module`), the third after V's stages (224 of 227 KiB at head
 dim 128), so the producer loads Q two items ahead. On the H100, causal 512 tokens at d = 128 is the one shape
 of 11's sweep behind cuDNN (0.95 [0.95-0.97] in the record): 1 to 4 tiles an item, and each item's Q comes from
-DRAM while its K and V mostly come from L2, at a shape whose bytes take 70% of its time at the copy's rate.
+DRAM while its K and V mostly come from L2, at a shape whose bytes would take 71% of its time at the copy's rate.
 
     python gpu/experiments/q_double.py [sweep | long | three | profile [long | short]]
 """
