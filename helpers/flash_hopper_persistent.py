@@ -153,6 +153,15 @@ def in_groups(heads, group):
     return work_item
 
 
+def group_size(n, sms, group=16):
+    """Heads per causal group at `n` tokens on `sms` SMs: `group`, or half of it where a group would hold
+    within sms/16 of a wave's or half a wave's row blocks. Such groups ran 8-12% slower on an H100 (one
+    wave at 512-4k tokens, `causal_order.items.txt`; half a wave at 512, `causal_order.walks.txt`), which
+    the balance of tiles per block does not explain."""
+    items = group * n // BR_H
+    return group // 2 if min(abs(items - sms), abs(items - sms // 2)) < sms // 16 else group
+
+
 def persistent_flash_attention(BH, N, D, causal=False, blocks=None, work_item=work_item):
     check_shape(N, D, BR_H)
     items = BH * N // BR_H  # work items, taken in turn by `blocks` blocks (one per item by default)
