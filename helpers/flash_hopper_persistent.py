@@ -153,13 +153,14 @@ def in_groups(heads, group):
     return work_item
 
 
-def group_size(n, sms, group=16):
-    """Heads per causal group at `n` tokens on `sms` SMs: `group`, or half of it where a group would hold
-    within sms/16 of a wave's or half a wave's row blocks. Such groups ran 8-12% slower on an H100 (one
-    wave at 512-4k tokens, `causal_order.items.txt`; half a wave at 512, `causal_order.walks.txt`), which
-    the balance of tiles per block does not explain."""
-    items = group * n // BR_H
-    return group // 2 if min(abs(items - sms), abs(items - sms // 2)) < sms // 16 else group
+def causal_group(n, d, sms):
+    """Heads per group of 11's causal sweep at `n` tokens, head dim `d`, on `sms` SMs. On an H100
+    (`causal_order.walks*.txt`, 2026-12-07) groups of 4 heads ran fastest at d = 128 from 512 to 2k
+    tokens (1.04-1.14 of cuDNN; 16 heads 0.92-1.12); at d = 64 groups of 16, or 8 where 16 heads'
+    row blocks would be within sms/16 of one wave: such groups ran 8-12% slower
+    (`causal_order.items.txt`), which the balance of tiles per block does not explain."""
+    group = 4 if d == 128 else 16
+    return group // 2 if abs(group * n // BR_H - sms) < sms // 16 else group
 
 
 def persistent_flash_attention(BH, N, D, causal=False, blocks=None, work_item=work_item):

@@ -33,13 +33,13 @@ VARIANTS = {"lesson": walk.online_softmax, "hopper_softmax(0)": hopper_softmax(0
             "hopper_softmax(1)": hopper_softmax(1), "hopper_softmax(2)": hopper_softmax(2)}
 
 
-def kernel(bh, n, d, softmax, causal=False, group=16, walk=walk):
-    """11's sweep's choice (its `best_kernel`), with `softmax`: causal in groups of 16 heads (8 where `group_size` says)
+def kernel(bh, n, d, softmax, causal=False, walk=walk):
+    """11's sweep's choice (its `best_kernel`), with `softmax`: causal in groups of `causal_group`'s heads
     to 8k tokens at d = 64 and 2k at 128, else a block per item; not causal, persistent.
     `walk`: the module of the persistent kernel (a study's edited copy of `helpers.flash_hopper_persistent`)."""
     spec = helpers.local_gpu_spec()
     sms, l2 = spec.sm_count, spec.l2_bytes
-    group = walk.group_size(n, sms, group)
+    group = walk.causal_group(n, d, sms)
     if causal and n <= {64: 8192, 128: 2048}.get(d, 0) and bh % group == 0 and group * 4 * n * d <= l2:
         return with_softmax(softmax, walk.persistent_flash_attention, bh, n, d, True, sms, walk.in_groups(bh, group))
     return with_softmax(softmax, walk.persistent_flash_attention, bh, n, d, causal, None if causal else sms)
