@@ -17,6 +17,8 @@ SDPA, CUDNN_ATTENTION), as the notebook's sweep times them. 32k tokens a batch, 
 `walks` (2026-12-07, H100: causal 512 d=128 was behind cuDNN at 0.95 with 11's sweep's groups of 16,
 chosen on an H200) times every order with the sweep's softmax (`exp_poly.sweep_softmax`) on the streamed
 walk, at d=128 and 512 and 1k tokens (or the lengths given), and groups of 4 and 64 heads besides.
+Result (H100, `results/causal_order.walks*.txt`): groups of 4 heads fastest at 512, 1k and 2k (1.04, 1.14,
+1.13 of cuDNN; 16 heads 0.92, 0.94, 1.12), so 11's sweep groups 4 heads at d=128 (`walk.causal_group`).
 
     python gpu/experiments/causal_order.py [groups | all | items | walks]
 """

@@ -9,6 +9,8 @@ question is only whether DRAM serves those bursts better when told.
 
 Each variant is `helpers.decode_mma` with one word of `copy_chunk` changed, in a module of its own; checked
 against the float64 reference, then timed in 9 rounds alternating with SDPA (as `decode_mma_async.py`).
+Result (H100, d621ffa, `results/decode_l2_hint.nvidia-h100.txt`): no gain. 32x8k 0.995 / 0.993 / 0.983 of SDPA
+(no hint / 128B / 256B), 32x1k 0.999 / 0.999 / 0.997: the hint is not what the staged kernel lacks.
 
     python gpu/experiments/decode_l2_hint.py [BxN ...]      (N in k; default the shapes behind or level on the H100)
     python gpu/experiments/decode_l2_hint.py build          (no GPU: the hint in the CUDA, and ptxas' registers)

@@ -19,6 +19,8 @@ tokens a batch, 16 heads, fp16.
 dim 128), so the producer loads Q two items ahead. On the H100, causal 512 tokens at d = 128 is the one shape
 of 11's sweep behind cuDNN (0.95 [0.95-0.97] in the record): 1 to 4 tiles an item, and each item's Q comes from
 DRAM while its K and V mostly come from L2, at a shape whose bytes would take 71% of its time at the copy's rate.
+Result (H100, d621ffa, `results/q_double.three.txt`): no gain, two Q against three 0.922 / 0.903 of cuDNN causal
+at 512, 1.013 / 1.001 unmasked, level at 1k; what won at 512 was the walk (`causal_order.py walks`).
 
     python gpu/experiments/q_double.py [sweep | long | three | profile [long | short]]
 """
