@@ -20,7 +20,7 @@ walk, at d=128 and 512 and 1k tokens (or the lengths given), and groups of 4 and
 Result (H100, `results/causal_order.walks*.txt`): groups of 4 heads fastest at 512, 1k and 2k (1.04, 1.14,
 1.13 of cuDNN; 16 heads 0.92, 0.94, 1.12), so 11's sweep groups 4 heads at d=128 (`walk.causal_group`).
 
-    python gpu/experiments/causal_order.py [groups | all | items | walks]
+    python gpu/experiments/causal_order.py [groups | all | items | walks [d64] [seqs]]
 """
 
 import helpers
@@ -85,5 +85,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["items"]:  # is a group of about one wave of items (128 of 132 blocks) what slows d=128?
         SEQS, ITEMS = [512, 1024, 2048, 4096], [64, 128, 256, 512]
     if sys.argv[1:2] == ["walks"]:  # H100: which walk wins at 512-2k causal with the sweep's softmax
-        SWEEPS_SOFTMAX, DIMS, SEQS = True, (128,), [int(a) for a in sys.argv[2:]] or [512, 1024]
+        dims = (64,) if "d64" in sys.argv else (128,)  # `walks d64 ...`: head dim 64 instead
+        SWEEPS_SOFTMAX, DIMS, SEQS = True, dims, [int(a) for a in sys.argv[2:] if a != "d64"] or [512, 1024]
     main()
