@@ -159,8 +159,9 @@ def causal_group(n, d, sms):
     tokens (1.04-1.14 of cuDNN; 16 heads 0.92-1.12); at d = 64 groups of 16, or 8 where 16 heads'
     row blocks would be within sms/16 of one wave: such groups ran 8-12% slower
     (`causal_order.items.txt`), which the balance of tiles per block does not explain."""
-    group = 4 if d == 128 else 16
-    return group // 2 if abs(group * n // BR_H - sms) < sms // 16 else group
+    if d == 128:
+        return 4
+    return 8 if abs(16 * n // BR_H - sms) < sms // 16 else 16
 
 
 def persistent_flash_attention(BH, N, D, causal=False, blocks=None, work_item=work_item):
