@@ -37,13 +37,13 @@ def read_words(words, blocks):
     turns = -(-vectors // (blocks * THREADS * UNROLL))
 
     @T.prim_func
-    def main(A: T.Buffer((words,), "uint32"), out: T.Buffer((blocks * THREADS,), "uint32")):
+    def main(A: T.Buffer((words,), "int32"), out: T.Buffer((blocks * THREADS,), "int32")):
         with T.attr(0, "tirx.device_entry", True):
             bx = T.cta_id([blocks])
             tx = T.thread_id([THREADS])
-            acc = T.alloc_local((4,), "uint32")
+            acc = T.alloc_local((4,), "int32")
             for x in T.unroll(4):
-                acc[x] = T.uint32(0)
+                acc[x] = T.int32(0)
             for turn in T.serial(turns):
                 for u in T.unroll(UNROLL):
                     v = T.meta_var(((turn * UNROLL + u) * blocks + bx) * THREADS + tx)
@@ -74,9 +74,9 @@ def main(shapes):
                                                     splits, chunk), target, "tirx")
         args = bench._launch_once(ours, dev, [q, kv, table, lengths, *decode.split_outputs(b, splits)], -1)
         err = bench.relative_error(args[-1].numpy(), ref)
-        words = np.random.default_rng(0).integers(0, 2**32, nbytes // 4, dtype=np.uint32)
+        words = np.random.default_rng(0).integers(-2**31, 2**31, nbytes // 4, dtype=np.int32)
         reader = kernels.build(read_words(words.size, blocks), target, "tirx")
-        rargs = bench._launch_once(reader, dev, [words, np.empty(blocks * THREADS, "uint32")], -1)
+        rargs = bench._launch_once(reader, dev, [words, np.empty(blocks * THREADS, "int32")], -1)
         read_ok = np.bitwise_xor.reduce(rargs[-1].numpy()) == np.bitwise_xor.reduce(words)
         half = torch.empty(nbytes // 4, dtype=torch.float16, device="cuda")
         whole = torch.from_numpy(words.view(np.float16)).cuda()
