@@ -19,6 +19,9 @@ chosen on an H200) times every order with the sweep's softmax (`exp_poly.sweep_s
 walk, at d=128 and 512 and 1k tokens (or the lengths given), and groups of 4 and 64 heads besides.
 Result (H100, `results/causal_order.walks*.txt`): groups of 4 heads fastest at 512, 1k and 2k (1.04, 1.14,
 1.13 of cuDNN; 16 heads 0.92, 0.94, 1.12), so 11's sweep groups 4 heads at d=128 (`walk.causal_group`).
+`walks d64 512 1024` (H100, `results/causal_order.walks-d64.txt`): at d=64 no group size wins at both
+lengths: 16 heads at 512 (1.125 [1.113-1.148]; 4 heads 1.092), 4 heads at 1k (1.092 [1.079-1.112]; 8 heads,
+the rule's, 1.081 [1.063-1.098]; 16 heads 1.052). The rule's picks are the best or within its spread: kept.
 
     python gpu/experiments/causal_order.py [groups | all | items | walks [d64] [seqs]]
 """
