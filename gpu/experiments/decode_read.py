@@ -13,6 +13,11 @@ back to back from 4x L2 up), in 9 rounds that take each in turn; then all four a
 reading (a `sum` over the flush buffer: L2 left clean), so that what the write flush charges shows.
 Median us a call, and the copy's time over each (the "% of the copy" of the sweep).
 
+Result (H100, 98ae2f2, `results/decode_read.nvidia-h100.txt`), write flush, copy's time over each: 1x8k ours
+0.63, `sum` 0.67, `read_words` 0.83; 8x1k 0.64 / 0.66 / 0.82; 1x32k 0.77 / 0.80 / 0.87; 32x1k 0.82 / 0.81 / 0.87;
+the read flush moves every kernel alike (1x8k 0.59 / 0.61 / 0.83). At 32x8k (1 GB, back to back) ours, the copy
+and `sum` 1.00, `read_words` 1.03. So no kernel that reads every byte reaches 85% of the copy at 1x8k or 8x1k.
+
     python gpu/experiments/decode_read.py [BxN ...]      (N in k; default the small shapes, and 32x8k)
 """
 

@@ -13,6 +13,9 @@ The copies stay under the length's test (a page past the sequence's end may hold
 copy of `helpers.decode_mma`; checked against the float64 reference, then timed in 9 rounds alternating
 with SDPA (as `decode_mma_async.py`), flushed below 4x L2 as the notebook times.
 
+Result (H100, d857e42, `results/decode_table_first.nvidia-h100.txt`): no gain. SDPA / ours 1x8k 1.064 -> 1.063,
+8x1k 1.050 -> 1.052, 1x32k 1.009 -> 1.013, 32x1k 0.999 -> 1.001, 32x8k 0.982 -> 0.981 (135 registers, 145 before).
+
     python gpu/experiments/decode_table_first.py [BxN ...]    (N in k; default the shapes below 85% of the copy)
     python gpu/experiments/decode_table_first.py build        (no GPU: the CUDA of page_async, and registers)
 """
