@@ -44,11 +44,11 @@ def cases(shapes):
         yield b, n, q, kv, table, lengths, ref, rounds, sdpa
 
 
-def build_planned(lesson, factory, per_sm, b, n, spec, target):
+def build_planned(lesson, factory, per_sm, b, n, spec, target, pipeline="tirx"):
     """`factory`'s kernel for b sequences of n keys, planned by the lesson's `plan_one_wave` for `per_sm`
-    blocks an SM: (executable, splits)."""
+    blocks an SM, built by TVM's `pipeline`: (executable, splits)."""
     splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count, per_sm=per_sm)
-    return kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), target, "tirx"), splits
+    return kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), target, pipeline), splits
 
 
 def main(shapes):

@@ -76,8 +76,8 @@ def main(shapes, variants=VARIANTS):
     walk = cases(shapes)
     lesson, dev, target, spec = next(walk)
     for b, n, q, kv, table, lengths, ref, rounds, sdpa in walk:
-        for name, factory, per_sm in variants:
-            ex, splits = build_planned(lesson, factory, per_sm, b, n, spec, target)
+        for name, factory, per_sm, *pipeline in variants:  # (name, factory, blocks an SM[, TVM's pipeline])
+            ex, splits = build_planned(lesson, factory, per_sm, b, n, spec, target, *pipeline)
             args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
             print(f"    {name}, {b * HKV * splits} blocks, {splits} splits: "
                   + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)

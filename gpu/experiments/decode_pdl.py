@@ -105,24 +105,11 @@ def build_report():
             print(f"  {gv.name_hint}: {[str(t) for t in f.attrs['tirx.kernel_launch_params']]}")
 
 
-def main(shapes):
-    from decode_balance import cases
-    from decode_one_split import against_sdpa
-
-    walk = cases(shapes)
-    lesson, dev, target, spec = next(walk)
-    for b, n, q, kv, table, lengths, ref, rounds, sdpa in walk:
-        splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count, per_sm=2)
-        for name, factory, _, pipeline in VARIANTS:
-            ex = kernels.build(factory(b, HQ, HKV, D, *decode.pool_size([n] * b), splits, chunk), target, pipeline)
-            args = [q, kv, table, lengths, *decode.split_outputs(b, splits)]
-            print(f"    {name}, {splits} splits: " + against_sdpa(ex, dev, args, ref, rounds, sdpa), flush=True)
-
-
 if __name__ == "__main__":
     from decode_balance import parse
+    from decode_mma import main
 
     if sys.argv[1:2] == ["build"]:
         build_report()
     else:
-        main([parse(a) for a in sys.argv[1:]] or SHAPES)
+        main([parse(a) for a in sys.argv[1:]] or SHAPES, VARIANTS)

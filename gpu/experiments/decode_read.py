@@ -61,6 +61,7 @@ def read_words(words, blocks):
 def main(shapes):
     import torch
 
+    from decode_balance import build_planned
     from decode_plans import setup
 
     lesson = helpers.lessons.lesson("12_decoding")
@@ -74,9 +75,7 @@ def main(shapes):
         kv, table, lengths = decode.paged_cache([n] * b)
         ref = decode.reference_paged(q, kv, table, lengths)
         nbytes = int(decode.decode_bytes(lengths))
-        splits, chunk = lesson.plan_one_wave([n] * b, spec.sm_count, per_sm=2)
-        ours = kernels.build(decode_paged_mma_async(b, decode.HQ, decode.HKV, decode.D, *decode.pool_size([n] * b),
-                                                    splits, chunk), target, "tirx")
+        ours, splits = build_planned(lesson, decode_paged_mma_async, 2, b, n, spec, target)
         args = bench._launch_once(ours, dev, [q, kv, table, lengths, *decode.split_outputs(b, splits)], -1)
         err = bench.relative_error(args[-1].numpy(), ref)
         words = np.random.default_rng(0).integers(-2**31, 2**31, nbytes // 4, dtype=np.int32)
