@@ -13,6 +13,7 @@
 #                                                     into a scratch venv; 40 s after)
 # Writes .gpu/flashinfer/batch_decode.so (1.4 MB) and build.txt (what was built, with which versions);
 # carry .gpu/flashinfer along with .gpu/3 on the GPU machine. ARCH=8.0 (or 9.0a, the default) picks the GPU.
+# Run it after ../shared/gpu/stage.sh, which empties .gpu.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 venv=${FLASHINFER_VENV:-/tmp/flashinfer-build}
