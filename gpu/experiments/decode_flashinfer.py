@@ -86,6 +86,7 @@ def main(shapes):
     import torch
 
     from decode_balance import build_planned, cases
+    from decode_read import in_turn
 
     module = load_module()
     walk = cases(shapes)
@@ -102,10 +103,7 @@ def main(shapes):
             continue
         timers = {"ours": rounds(baselines.on_torch_stream(ex.mod["main"], dev, args)), "FlashInfer": rounds(fi),
                   "SDPA": sdpa}
-        times = {name: [] for name in timers}
-        for _ in range(9):
-            for name, one_round in timers.items():
-                times[name].append(one_round())
+        times = in_turn(timers)
         line = [f"ours {statistics.median(times['ours']) * 1e3:6.1f} us"]
         for name in ("FlashInfer", "SDPA"):  # its time over ours, round by round
             lo, hi = baselines.ratio_quartiles(times["ours"], times[name])

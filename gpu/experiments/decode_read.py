@@ -58,6 +58,16 @@ def read_words(words, blocks):
     return main
 
 
+def in_turn(timers, rounds=9):
+    """{name: ms a call of each round} for round timers that take turns, each once a round: drift in the
+    GPU's clock or power falls on all of them alike."""
+    times = {name: [] for name in timers}
+    for _ in range(rounds):
+        for name, one_round in timers.items():
+            times[name].append(one_round())
+    return times
+
+
 def main(shapes):
     import torch
 
@@ -95,11 +105,7 @@ def main(shapes):
                                                       hold=torch.cuda._sleep) if flush else
                              baselines.event_rounds(call, torch.cuda.Event, torch.cuda.synchronize))
                       for name, call in calls.items()}
-            times = {name: [] for name in timers}
-            for _ in range(9):
-                for name, one_round in timers.items():
-                    times[name].append(one_round() * 1e3)
-            med = {name: statistics.median(t) for name, t in times.items()}
+            med = {name: statistics.median(t) * 1e3 for name, t in in_turn(timers).items()}
             print(f"    {flush_name:11s} " + ", ".join(f"{name} {us:6.1f} us ({med['copy'] / us:.2f})"
                                                       for name, us in med.items()), flush=True)
 

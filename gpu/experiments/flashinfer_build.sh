@@ -25,8 +25,8 @@ if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c "import flashinfer" 2>
   "$venv/bin/pip" install -q --upgrade pip
   "$venv/bin/pip" install -q "${pins[@]}"
 fi
-cudart=$(dirname "$(dirname "$(command -v nvcc)")")
-cudart=$(find -L "$cudart" /usr/local/cuda* -name libcudart_static.a 2>/dev/null | head -1)
+toolkit=$(dirname "$(dirname "$(command -v nvcc)")")
+cudart=$(find -L "$toolkit" /usr/local/cuda* -name libcudart_static.a 2>/dev/null | head -1)
 [[ -n $cudart ]] || { echo "no libcudart_static.a next to nvcc: install the CUDA toolkit" >&2; exit 2; }
 mkdir -p "$out"
 FLASHINFER_CUDA_ARCH_LIST=$arch FLASHINFER_WORKSPACE_BASE=$venv/ws "$venv/bin/python" - "$out" "$cudart" <<'PY'
