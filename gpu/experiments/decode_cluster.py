@@ -5,8 +5,8 @@ Pages shuffled only within 2 MiB windows (one GPU memory page) run 0.4-1.2 point
 shuffled through the whole pool. A page of the pool holds all 8 KV heads' K and V (64 KiB), and 8 blocks read
 it, one a KV head. The grid is (sequence, KV head, split), the sequence on blockIdx.x, so those 8 blocks are 32
 or more apart in launch order and land on any SM of any GPC. A thread-block cluster (`T.cta_id_in_cluster`,
-notebook 08) of the sequence's KV heads puts them on one GPC at once, where they share the translations of
-their pages (the TLBs above the SM's own are shared by SMs).
+notebook 08) of the sequence's KV heads puts them on one GPC at once: if a TLB beyond the SM's own serves the
+GPC, they share the translations of their pages. The question is whether they do.
 
 Each variant is checked against the float64 reference and timed in 9 rounds alternating with SDPA on the dense
 keys (`decode_mma.main`: SDPA's time over ours [quartiles]).
