@@ -3,10 +3,10 @@
 `decode_page_window.py` (H100, 1895f39) found what shuffled pages cost at one split: address translation.
 Pages shuffled only within 2 MiB windows (one GPU memory page) run 0.4-1.2 points of SDPA faster than pages
 shuffled through the whole pool. A page of the pool holds all 8 KV heads' K and V (64 KiB), and 8 blocks read
-it, one a KV head. The grid is (sequence, KV head, split), the sequence on blockIdx.x, so those 8 blocks are 32
-or more apart in launch order and land on any SM of any GPC. A thread-block cluster (`T.cta_id_in_cluster`,
-notebook 08) of the sequence's KV heads puts them on one GPC at once: if a TLB beyond the SM's own serves the
-GPC, they share the translations of their pages. The question is whether they do.
+it, one a KV head. The grid is (sequence, KV head, split), the sequence on blockIdx.x, so those 8 blocks are the
+batch size apart in launch order (32 at 32x8k) and land on any SM of any GPC. A thread-block cluster
+(`T.cta_id_in_cluster`, notebook 08) of the sequence's KV heads puts them on one GPC at once: if a TLB beyond
+the SM's own serves the GPC, they share the translations of their pages. The question is whether they do.
 
 Each variant is checked against the float64 reference and timed in 9 rounds alternating with SDPA on the dense
 keys (`decode_mma.main`: SDPA's time over ours [quartiles]).
@@ -33,8 +33,8 @@ def clustered(heads):
         raise ValueError(f"a cluster of {heads} blocks must divide the {HKV} KV heads")
     src = inspect.getsource(decode_mma)
     at = src.index("def decode_paged_mma_async(")  # the staged kernel's grid, not the register kernel's
-    src = src[:at] + edited(src[at:], {GRID: GRID + f"            _cx, _cy, _cz = T.cta_id_in_cluster([1, {heads}, 1])\n"},
-                            "decode_paged_mma_async")
+    cluster = f"            _cx, _cy, _cz = T.cta_id_in_cluster([1, {heads}, 1])\n"
+    src = src[:at] + edited(src[at:], {GRID: GRID + cluster}, "decode_paged_mma_async")
     return module_from_source(f"decode_mma_cluster{heads}", src).decode_paged_mma_async
 
 
